@@ -1,0 +1,122 @@
+// clover.cpp engine API: models, sessions, prompts, tokens and events.
+//
+// This is the only header the CLI, the server and the benchmarks include. It speaks of text and
+// token ids, never of tensors: how the forward pass is computed stays behind it.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace clover {
+
+// Every failure of the engine (bad file, bad request, context overflow) is an Error whose message
+// names the problem.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelInfo {
+  std::string path;
+  std::string architecture;  // general.architecture
+  std::string layout;        // official / llama-clover / qwen35moe, in words
+  int n_layer = 0, n_attn_layers = 0, n_gdn_layers = 0;
+  int n_embd = 0, n_vocab = 0, n_ctx_train = 0;
+  int n_expert = 0, n_expert_used = 0;
+  uint64_t n_params = 0;
+  uint64_t file_bytes = 0;
+  bool can_denoise = false;  // has the reverse in-block path (official layout)
+  int block_size = 32;
+  float threshold = 0.95f;
+  int mask_token = -1;
+  std::vector<std::string> warnings;  // non-fatal findings at load
+};
+
+struct EngineOptions {
+  int n_threads = 0;   // 0: all cores
+  int n_ctx = 0;       // tokens per session; 0: the model's trained context, capped at 131072
+  int max_batch = 256; // tokens per internal forward pass (prefill chunk)
+  bool prefault = false;
+};
+
+// Progress of long operations: done out of total, with a short label.
+using ProgressFn = std::function<void(std::string_view label, uint64_t done, uint64_t total)>;
+
+struct SamplingOptions {
+  float temperature = 0.0f;  // 0: greedy
+  int top_k = 0;             // 0: off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repeat_penalty = 1.0f;
+  int repeat_last_n = 64;
+  uint64_t seed = 0;
+};
+
+enum class FinishReason { None, Stop, Length };
+
+struct GenerateOptions {
+  int max_tokens = 128;
+  SamplingOptions sampling;
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+  bool ignore_eos = false;
+};
+
+struct GenerateStats {
+  int prompt_tokens = 0;       // tokens evaluated for the prompt (excluding a reused prefix)
+  int cached_tokens = 0;       // prompt tokens reused from the session's cache
+  int generated_tokens = 0;
+  double prompt_seconds = 0, generate_seconds = 0;
+  int passes = 0;              // forward passes after the prompt
+};
+
+// What a generation reports as it goes.
+struct Event {
+  std::string text;                   // new text (whole UTF-8 characters)
+  std::vector<int32_t> tokens;        // tokens committed with this event
+  FinishReason finish = FinishReason::None;  // set on the last event
+  GenerateStats stats;                // filled on the last event
+};
+// Return false to stop generating (e.g. the client went away).
+using EventFn = std::function<bool(const Event&)>;
+
+class Engine;
+
+// One sequence with its cache (attention KV + recurrent state). Not thread-safe; one session
+// serves one conversation at a time.
+class Session {
+ public:
+  virtual ~Session() = default;
+  virtual int n_past() const = 0;
+  virtual int n_ctx() const = 0;
+  virtual void reset() = 0;
+  // Appends tokens to the sequence; returns logits for the last position, or for every
+  // appended position when all_positions (row-major [position][n_vocab]).
+  virtual std::vector<float> eval(std::span<const int32_t> tokens, bool all_positions) = 0;
+  // Generates after `prompt` (the tokens already in the session that match the prompt's start
+  // are reused). Streams events; returns the final one.
+  virtual Event generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) = 0;
+};
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> load(const std::string& path, const EngineOptions& opts = {});
+  virtual ~Engine() = default;
+
+  virtual const ModelInfo& info() const = 0;
+  virtual int n_threads() const = 0;
+  virtual std::unique_ptr<Session> new_session() = 0;
+
+  virtual std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const = 0;
+  virtual std::string detokenize(std::span<const int32_t> tokens) const = 0;
+  virtual std::string token_text(int32_t token) const = 0;
+  virtual bool is_end_token(int32_t token) const = 0;
+  virtual const std::string& chat_template() const = 0;
+};
+
+}  // namespace clover

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything clover.cpp needs to build and test, from Debian packages and the npm
+# registry (test tooling only, pinned by package-lock.json). Idempotent: safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(
+  cmake g++ make pkg-config git
+  libpcre2-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-numpy python3-torch libopenblas0-pthread python3-jinja2 python3-matplotlib
+  nodejs npm
+  clang libclang-rt-14-dev
+)
+
+missing=()
+for p in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: Debian packages present"
+fi
+
+if [ -f package-lock.json ]; then
+  if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    echo "setup: installing npm test tooling (package-lock.json)"
+    npm ci --no-audit --no-fund --loglevel=error
+  else
+    echo "setup: npm test tooling present"
+  fi
+fi

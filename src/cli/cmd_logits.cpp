@@ -1,0 +1,69 @@
+// clover logits: raw float32 logits for given token ids, row-major [position][n_vocab], for
+// comparison with other implementations (llama.cpp, the PyTorch reference).
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.h"
+#include "clover/clover.h"
+
+namespace clover::cli {
+
+Runner add_logits_command(CLI::App& app) {
+  struct Args {
+    std::string model, tokens_file, out;
+    bool all = false;
+    int threads = 0, n_ctx = 0, batch = 256;
+    int chunk = 0;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* c = app.add_subcommand("logits", "write raw float32 logits for a list of token ids");
+  c->add_option("-m,--model", a->model, "GGUF model file")->required();
+  c->add_option("--tokens", a->tokens_file, "JSON file with an array of token ids")->required();
+  c->add_option("--out", a->out, "output file: float32 [position][n_vocab]")->required();
+  c->add_flag("--all", a->all, "logits of every position (default: the last one)");
+  c->add_option("-t,--threads", a->threads, "threads (0: all cores)");
+  c->add_option("-c,--ctx-size", a->n_ctx, "context size (0: the number of tokens)");
+  c->add_option("-b,--batch", a->batch, "tokens per forward pass");
+  c->add_option("--chunk", a->chunk, "feed the tokens in calls of this many tokens (0: one call), to test state carry-over");
+  return [a] {
+    std::ifstream in(a->tokens_file);
+    if (!in) throw Error("cannot open " + a->tokens_file);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+      throw Error(a->tokens_file + ": " + e.what());
+    }
+    if (!j.is_array() || j.empty()) throw Error(a->tokens_file + ": expected a non-empty JSON array of token ids");
+    std::vector<int32_t> ids;
+    for (const auto& v : j) {
+      if (!v.is_number_integer()) throw Error(a->tokens_file + ": token ids must be integers");
+      ids.push_back(v.get<int32_t>());
+    }
+    EngineOptions eo;
+    eo.n_threads = a->threads;
+    eo.n_ctx = a->n_ctx > 0 ? a->n_ctx : static_cast<int>(ids.size());
+    eo.max_batch = a->batch;
+    auto engine = Engine::load(a->model, eo);
+    auto session = engine->new_session();
+    std::vector<float> out;
+    const size_t step = a->chunk > 0 ? static_cast<size_t>(a->chunk) : ids.size();
+    for (size_t b = 0; b < ids.size(); b += step) {
+      const size_t n = std::min(step, ids.size() - b);
+      const bool last = b + n == ids.size();
+      std::vector<float> l = session->eval(std::span<const int32_t>(ids.data() + b, n), a->all);
+      if (a->all) out.insert(out.end(), l.begin(), l.end());
+      else if (last) out = std::move(l);
+    }
+    FILE* f = std::fopen(a->out.c_str(), "wb");
+    if (!f) throw Error("cannot write " + a->out);
+    const size_t written = std::fwrite(out.data(), sizeof(float), out.size(), f);
+    if (std::fclose(f) != 0 || written != out.size()) throw Error("failed writing " + a->out);
+    std::fprintf(stderr, "wrote %zu x %d logits to %s\n", out.size() / engine->info().n_vocab, engine->info().n_vocab, a->out.c_str());
+    return 0;
+  };
+}
+
+}  // namespace clover::cli

@@ -1,0 +1,79 @@
+// clover run: generate text from a prompt, streaming it as it is produced.
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+#include "clover/clover.h"
+
+namespace clover::cli {
+
+namespace {
+struct RunArgs {
+  std::string model;
+  std::string prompt;
+  int n_predict = 128;
+  int n_ctx = 0;
+  int threads = 0;
+  float temp = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repeat_penalty = 1.0f;
+  uint64_t seed = 0;
+  bool special = false;
+  bool ignore_eos = false;
+};
+}  // namespace
+
+std::string default_model_path();
+
+Runner add_run_command(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* c = app.add_subcommand("run", "generate text from a prompt");
+  c->add_option("-m,--model", a->model, "GGUF model file (default: the shipped model)");
+  c->add_option("-p,--prompt", a->prompt, "prompt text")->required();
+  c->add_option("-n,--n-predict", a->n_predict, "tokens to generate")->check(CLI::NonNegativeNumber);
+  c->add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (0: the model's, at most 131072)");
+  c->add_option("-t,--threads", a->threads, "threads (0: all cores)");
+  c->add_option("--temp", a->temp, "temperature (0: greedy)");
+  c->add_option("--top-k", a->top_k, "top-k (0: off)");
+  c->add_option("--top-p", a->top_p, "top-p");
+  c->add_option("--min-p", a->min_p, "min-p");
+  c->add_option("--repeat-penalty", a->repeat_penalty, "repeat penalty (1: off)");
+  c->add_option("-s,--seed", a->seed, "sampling seed");
+  c->add_flag("--special", a->special, "parse special tokens written in the prompt");
+  c->add_flag("--ignore-eos", a->ignore_eos, "keep generating after an end-of-generation token");
+  return [a] {
+    EngineOptions eo;
+    eo.n_threads = a->threads;
+    eo.n_ctx = a->n_ctx;
+    const std::string path = a->model.empty() ? default_model_path() : a->model;
+    auto engine = Engine::load(path, eo);
+    for (const auto& w : engine->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    auto session = engine->new_session();
+    std::vector<int32_t> prompt = engine->tokenize(a->prompt, a->special);
+    GenerateOptions go;
+    go.max_tokens = a->n_predict;
+    go.ignore_eos = a->ignore_eos;
+    go.sampling.temperature = a->temp;
+    go.sampling.top_k = a->top_k;
+    go.sampling.top_p = a->top_p;
+    go.sampling.min_p = a->min_p;
+    go.sampling.repeat_penalty = a->repeat_penalty;
+    go.sampling.seed = a->seed;
+    std::fputs(a->prompt.c_str(), stdout);
+    Event last = session->generate(prompt, go, [](const Event& ev) {
+      std::fputs(ev.text.c_str(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    const GenerateStats& s = last.stats;
+    std::fprintf(stderr, "\n\nprompt: %d tokens in %.3f s (%.1f tok/s)\ngeneration: %d tokens in %.3f s (%.1f tok/s), threads %d\n",
+                 s.prompt_tokens, s.prompt_seconds, s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0,
+                 s.generated_tokens, s.generate_seconds, s.generate_seconds > 0 ? s.generated_tokens / s.generate_seconds : 0.0,
+                 engine->n_threads());
+    return 0;
+  };
+}
+
+}  // namespace clover::cli

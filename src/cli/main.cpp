@@ -1,0 +1,43 @@
+// clover: one binary, one subcommand per job.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"clover.cpp: inference engine for Clover-35B-A3B and the qwen35moe architecture"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "clover 0.1.0");
+
+  std::vector<clover::cli::Runner> runners;
+  std::vector<CLI::App*> subs;
+  auto add = [&](clover::cli::Runner r) {
+    runners.push_back(std::move(r));
+    subs.push_back(app.get_subcommands([](CLI::App*) { return true; }).back());
+  };
+  add(clover::cli::add_run_command(app));
+  add(clover::cli::add_logits_command(app));
+  add(clover::cli::add_tokenize_command(app));
+  add(clover::cli::add_inspect_command(app));
+  add(clover::cli::add_synth_command(app));
+#ifdef CLOVER_HAVE_CHAT_CLI
+  add(clover::cli::add_template_command(app));
+  add(clover::cli::add_parse_command(app));
+#endif
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (size_t i = 0; i < subs.size(); ++i)
+      if (subs[i]->parsed()) return runners[i]();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

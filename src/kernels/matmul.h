@@ -1,0 +1,70 @@
+// Matrix-vector and small matrix-matrix products of weight rows with activation rows.
+//
+// Numerics follow ggml-cpu so that logits can be compared with llama.cpp: before the dot product,
+// activations are converted to the weight type's "activation type" (Q8_0 blocks of 32 with an fp16
+// scale and round-half-to-even for Q4_0/Q8_0 weights, F16 for F16, BF16 for BF16, F32 for F32).
+//
+// Every optimised path has a scalar reference twin (matmul_ref) and is batch-invariant: an output
+// element is computed with the same operations in the same order whatever the number of activation
+// rows in the call and whatever range of output rows a thread is given.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace clover::kernels {
+
+// A weight matrix: `rows` output rows of `cols` values of `type`, consecutive rows `row_stride`
+// bytes apart. y = W x computes one output per row.
+struct MatRef {
+  DType type = DType::F32;
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_stride = 0;
+};
+
+// The type activations are converted to before a dot product with weights of type t.
+DType activation_type(DType weight_type);
+
+// Activation rows converted to an activation type. Reuses its storage across calls, so a warm
+// buffer allocates nothing.
+class ActRows {
+ public:
+  // Converts n_rows rows of `cols` floats (row r at x + r * x_stride).
+  void convert(const float* x, int64_t n_rows, int64_t cols, int64_t x_stride, DType type);
+  DType type() const { return type_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  const void* row(int64_t r) const { return buf_.data() + static_cast<size_t>(r) * row_bytes_; }
+
+ private:
+  DType type_ = DType::F32;
+  int64_t rows_ = 0, cols_ = 0;
+  size_t row_bytes_ = 0;
+  std::vector<uint8_t> buf_;
+};
+
+// y[r * ldy + o] = dot(W row o, acts row r), for o in [o_begin, o_end) and every activation row r.
+// acts.type() must be activation_type(w.type) and acts.cols() == w.cols.
+void matmul(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end);
+
+// As matmul, for the activation rows listed in `sel` only: y[i * ldy + o] uses acts row sel[i].
+// (MoE: the tokens routed to one expert.)
+void matmul_selected(const MatRef& w, const ActRows& acts, const int32_t* sel, int64_t n_sel, float* y,
+                     int64_t ldy, int64_t o_begin, int64_t o_end);
+
+// Scalar reference twin of matmul (same rounding of activations; plain loops).
+void matmul_ref(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end);
+
+// Instruction-set paths. `best` is what the CPU supports; tests force each available one.
+enum class Isa { Scalar, Avx2, Avx512 };
+Isa isa_best();
+Isa isa_active();
+void isa_force(Isa isa);  // clamps to what the CPU supports
+std::string_view isa_name(Isa isa);
+
+}  // namespace clover::kernels

@@ -1,0 +1,118 @@
+#include "model/forward.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "kernels/convert.h"
+#include "model/forward_scratch.h"
+#include "model/ops.h"
+
+namespace clover::model {
+
+Forward::Forward(const Model& model, ThreadPool& pool, int max_batch)
+    : model_(model), hp_(model.hp()), pool_(pool), max_batch_(std::max(1, max_batch)), s_(std::make_unique<Scratch>()) {
+  const int B = max_batch_;
+  const HParams& hp = hp_;
+  Scratch& s = *s_;
+  s.x.resize(B, hp.n_embd);
+  s.h.resize(B, hp.n_embd);
+  s.y.resize(B, hp.n_embd);
+  if (hp.n_attn_layers() > 0) {
+    s.qg.resize(B, 2 * hp.n_head * hp.head_dim);
+    s.k.resize(B, hp.n_head_kv * hp.head_dim);
+    s.v.resize(B, hp.n_head_kv * hp.head_dim);
+    s.q.resize(B, hp.n_head * hp.head_dim);
+    s.attn.resize(B, hp.n_head * hp.head_dim);
+    s.scores.resize(pool.size());
+  }
+  if (hp.n_gdn_layers() > 0) {
+    s.qkv.resize(B, hp.gdn_qkv_dim());
+    s.conv.resize(B, hp.gdn_qkv_dim());
+    s.z.resize(B, hp.gdn_v_dim());
+    s.beta.resize(B, hp.gdn_v_heads);
+    s.alpha.resize(B, hp.gdn_v_heads);
+    s.o.resize(B, hp.gdn_v_dim());
+  }
+  const int k = hp.n_expert_used;
+  s.router.resize(B, hp.n_expert);
+  s.chosen.resize(static_cast<size_t>(B) * k);
+  s.chosen_w.resize(static_cast<size_t>(B) * k);
+  s.expert_count.resize(hp.n_expert);
+  s.expert_first.resize(hp.n_expert);
+  s.routed_token.resize(static_cast<size_t>(B) * k);
+  s.row_of.resize(static_cast<size_t>(B) * k);
+  const int64_t rows = static_cast<int64_t>(B) * (k + 1);
+  s.iota.resize(rows);
+  for (int64_t i = 0; i < rows; ++i) s.iota[i] = static_cast<int32_t>(i);
+  const int64_t ff = std::max(hp.n_ff_exp, hp.n_ff_shexp);
+  s.ffn_gate.resize(rows, ff);
+  s.ffn_up.resize(rows, ff);
+  s.ffn_down.resize(rows, hp.n_embd);
+  s.shared_gamma.resize(B);
+}
+
+Forward::~Forward() = default;
+
+void Forward::linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y) {
+  s_->acts.convert(x, T, w.cols, x_stride, kernels::activation_type(w.type));
+  const kernels::ActRows& a = s_->acts;
+  pool_.parallel_for(w.rows, 16, [&](int64_t b, int64_t e) { kernels::matmul(w, a, y, w.rows, b, e); });
+}
+
+void Forward::causal(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits) {
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (T == 0) throw ModelError("no tokens to evaluate");
+  if (st.n_past + T > st.n_ctx)
+    throw ModelError(fmt::format("context full: {} cached + {} new tokens exceed the context of {}", st.n_past, T, st.n_ctx));
+  for (int32_t t : tokens)
+    if (t < 0 || t >= hp_.n_vocab) throw ModelError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
+  stats_ = {};
+  for (int64_t b = 0; b < T; b += max_batch_) {
+    const int64_t n = std::min<int64_t>(max_batch_, T - b);
+    const bool last_chunk = b + n == T;
+    LogitRows chunk_rows = rows == LogitRows::All ? LogitRows::All : (last_chunk ? rows : LogitRows::None);
+    float* out = rows == LogitRows::All ? logits + b * hp_.n_vocab : logits;
+    run_chunk(st, tokens.subspan(b, n), chunk_rows, out);
+  }
+}
+
+void Forward::run_chunk(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits) {
+  const int T = static_cast<int>(tokens.size());
+  Scratch& s = *s_;
+  const ModelWeights& w = model_.weights();
+  stats_.tokens += T;
+
+  // x = embed(tokens)
+  for (int t = 0; t < T; ++t) {
+    const auto* row = static_cast<const uint8_t*>(w.token_embd.data) + static_cast<size_t>(tokens[t]) * w.token_embd.row_stride;
+    kernels::dequantize_row(w.token_embd.type, row, s.x.row(t), hp_.n_embd);
+  }
+
+  for (int il = 0; il < hp_.n_layer; ++il) {
+    const LayerWeights& L = w.layers[il];
+    for (int t = 0; t < T; ++t) ops::rms_norm(s.x.row(t), L.attn_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+    if (L.recurrent)
+      gdn_layer(il, st, T);
+    else
+      attention_layer(il, st, T);
+    for (int64_t i = 0; i < static_cast<int64_t>(T) * hp_.n_embd; ++i) s.x.v[i] += s.y.v[i];
+
+    for (int t = 0; t < T; ++t) ops::rms_norm(s.x.row(t), L.post_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+    moe_layer(il, T);
+    for (int64_t i = 0; i < static_cast<int64_t>(T) * hp_.n_embd; ++i) s.x.v[i] += s.y.v[i];
+  }
+  st.n_past += T;
+  head(T, rows, logits);
+}
+
+void Forward::head(int T, LogitRows rows, float* logits) {
+  if (rows == LogitRows::None) return;
+  Scratch& s = *s_;
+  const ModelWeights& w = model_.weights();
+  const int first = rows == LogitRows::Last ? T - 1 : 0;
+  const int n = T - first;
+  for (int t = first; t < T; ++t) ops::rms_norm(s.x.row(t), w.output_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+  linear(w.output, s.h.row(first), n, hp_.n_embd, logits);
+}
+
+}  // namespace clover::model

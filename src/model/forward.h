@@ -1,0 +1,71 @@
+// The Clover forward pass on the CPU.
+//
+// One pass runs a batch of T tokens of one sequence through every layer (prefill, a decode step,
+// or a block of a decoding mode). Batching amortises the weight reads: every weight row read from
+// memory is used for all T tokens. All scratch memory is sized once for the largest batch, so a
+// decode step allocates nothing.
+//
+//   x = embed(tokens)
+//   for each layer:  x += mixer(rms(x))       mixer = gated DeltaNet or gated attention
+//                    x += moe(rms(x))         256 routed experts (top 8) + 1 gated shared expert
+//   logits = head(rms(x))
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "model/model.h"
+#include "model/state.h"
+#include "runtime/thread_pool.h"
+
+namespace clover::model {
+
+// Which positions of a pass need logits.
+enum class LogitRows { None, Last, All };
+
+// How a pass treats the batch (see CLOVER-SPEC section 2).
+enum class PassKind {
+  Causal,   // AR prefill/decode, commit and verify passes: causal, appends to the state
+};
+
+struct PassStats {
+  int64_t tokens = 0;
+  int64_t expert_rows = 0;      // (token, expert) pairs computed
+  int64_t distinct_experts = 0;  // summed over layers
+};
+
+class Forward {
+ public:
+  // max_batch: the largest number of tokens one internal pass handles; longer inputs are split
+  // into chunks of this size (bounding activation memory independently of prompt length).
+  Forward(const Model& model, ThreadPool& pool, int max_batch = 256);
+  ~Forward();
+
+  // Runs `tokens` causally after the state's committed tokens and appends them to the state.
+  // Logits (n_vocab floats per requested row) go to `logits`: one row for Last, T rows for All.
+  // Throws ModelError when the tokens do not fit in the state's context or are out of range.
+  void causal(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits);
+
+  const PassStats& last_stats() const { return stats_; }
+  const Model& model() const { return model_; }
+
+ private:
+  struct Scratch;
+  void run_chunk(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits);
+  void attention_layer(int il, SequenceState& st, int T);
+  void gdn_layer(int il, SequenceState& st, int T);
+  void moe_layer(int il, int T);
+  void head(int T, LogitRows rows, float* logits);
+  void linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y);
+
+  const Model& model_;
+  const HParams& hp_;
+  ThreadPool& pool_;
+  int max_batch_;
+  std::unique_ptr<Scratch> s_;
+  PassStats stats_;
+};
+
+}  // namespace clover::model

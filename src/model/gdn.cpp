@@ -1,0 +1,99 @@
+// Gated DeltaNet layer (qwen35moe "linear attention" layers; reference/qwen35moe-gguf.md 5.2).
+//
+//   m = Wqkv h,  z = Wz h,  beta = sigmoid(Wb h),  g = softplus(Wa h + dt_bias) * a      (a < 0)
+//   c = silu(causal depthwise conv_K(m))  ->  q [H_k][d], k [H_k][d], v [H_v][d];  q, k L2-normalised
+//   per value head h (key head h mod H_k), state S (d x d):
+//       S = exp(g) S;   S += k (x) ((v - S^T k) * beta);   o = S^T q / sqrt(d)
+//   y = Wout (rms(o, ssm_norm) * silu(z))
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/forward.h"
+#include "model/forward_scratch.h"
+#include "model/ops.h"
+
+namespace clover::model {
+
+void Forward::gdn_layer(int il, SequenceState& st, int T) {
+  Scratch& s = *s_;
+  const GdnWeights& W = model_.weights().layers[il].gdn;
+  GdnLayerState& gs = st.gdn[st.slot[il]];
+  const int E = hp_.n_embd, C = hp_.gdn_qkv_dim(), K = hp_.conv_kernel;
+  const int Hk = hp_.gdn_k_heads, Hv = hp_.gdn_v_heads, d = hp_.gdn_head_dim;
+
+  linear(W.qkv, s.h.row(0), T, E, s.qkv.row(0));    // [T][C]
+  linear(W.gate, s.h.row(0), T, E, s.z.row(0));     // [T][Hv*d]
+  linear(W.beta, s.h.row(0), T, E, s.beta.row(0));  // [T][Hv]
+  linear(W.alpha, s.h.row(0), T, E, s.alpha.row(0));
+
+  // Causal depthwise conv over time, then silu. Inputs before this batch come from the state
+  // (the last K-1 pre-conv inputs, oldest first).
+  pool_.parallel_for(C, 64, [&](int64_t cb, int64_t ce) {
+    for (int t = 0; t < T; ++t) {
+      for (int64_t ch = cb; ch < ce; ++ch) {
+        const float* w = W.conv + ch * K;
+        float acc = 0.f;
+        for (int j = 0; j < K; ++j) {
+          const int src = t - (K - 1) + j;  // time index of tap j
+          const float m = src >= 0 ? s.qkv.row(src)[ch] : gs.conv[static_cast<size_t>(K - 1 + src) * C + ch];
+          acc += w[j] * m;
+        }
+        s.conv.row(t)[ch] = ops::silu(acc);
+      }
+    }
+    // New conv state: the last K-1 inputs of (old state ++ batch).
+    for (int j = 0; j < K - 1; ++j) {
+      const int src = T - (K - 1) + j;
+      for (int64_t ch = cb; ch < ce; ++ch)
+        gs.conv[static_cast<size_t>(j) * C + ch] = src >= 0 ? s.qkv.row(src)[ch] : gs.conv[static_cast<size_t>(K - 1 + src) * C + ch];
+    }
+  });
+
+  // L2-normalise q and k heads.
+  pool_.parallel_for(T, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t)
+      for (int h = 0; h < 2 * Hk; ++h) ops::l2_norm(s.conv.row(t) + h * d, d, hp_.rms_eps);
+  });
+
+  // The delta rule, one value head per work item; each row j of S^T is independent.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  pool_.parallel_for(Hv, 1, [&](int64_t hb, int64_t he) {
+    for (int64_t h = hb; h < he; ++h) {
+      float* S = gs.ssm.data() + h * d * d;  // S[j][i] = S_h[i][j]
+      const int kh = static_cast<int>(h % Hk);
+      for (int t = 0; t < T; ++t) {
+        const float* q = s.conv.row(t) + kh * d;
+        const float* k = s.conv.row(t) + (Hk + kh) * d;
+        const float* v = s.conv.row(t) + 2 * Hk * d + h * d;
+        const float g = ops::softplus(s.alpha.row(t)[h] + W.dt_bias[h]) * W.a[h];
+        const float decay = std::exp(g);
+        const float beta = ops::sigmoid(s.beta.row(t)[h]);
+        float* o = s.o.row(t) + h * d;
+        for (int j = 0; j < d; ++j) {
+          float* row = S + j * d;
+          float sk = 0.f;
+          for (int i = 0; i < d; ++i) {
+            row[i] *= decay;
+            sk += row[i] * k[i];
+          }
+          const float delta = (v[j] - sk) * beta;
+          float sq = 0.f;
+          for (int i = 0; i < d; ++i) {
+            row[i] += k[i] * delta;
+            sq += row[i] * q[i];
+          }
+          o[j] = sq * scale;
+        }
+        // Gated RMSNorm of this head's output.
+        ops::rms_norm(o, W.norm, o, d, hp_.rms_eps);
+        const float* z = s.z.row(t) + h * d;
+        for (int j = 0; j < d; ++j) o[j] *= ops::silu(z[j]);
+      }
+    }
+  });
+
+  linear(W.out, s.o.row(0), T, Hv * d, s.y.row(0));
+}
+
+}  // namespace clover::model

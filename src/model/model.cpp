@@ -1,0 +1,69 @@
+#include "model/model.h"
+
+#include <fmt/format.h>
+
+#include "gguf/gguf.h"
+
+namespace clover::model {
+
+text::VocabData read_vocab(const gguf::Reader& r) {
+  text::VocabData v;
+  const std::string model = r.get_str_opt("tokenizer.ggml.model").value_or("");
+  if (model != "gpt2")
+    throw ModelError(fmt::format("tokenizer.ggml.model is '{}'; only byte-level BPE ('gpt2') is supported", model));
+  v.tokens = r.get_str_array("tokenizer.ggml.tokens");
+  if (r.has("tokenizer.ggml.token_type")) {
+    for (int64_t t : r.get_int_array("tokenizer.ggml.token_type")) v.types.push_back(static_cast<int32_t>(t));
+    if (v.types.size() != v.tokens.size())
+      throw ModelError(fmt::format("tokenizer.ggml.token_type has {} entries for {} tokens", v.types.size(), v.tokens.size()));
+  }
+  v.merges = r.get_str_array("tokenizer.ggml.merges");
+  v.pre = r.get_str_opt("tokenizer.ggml.pre").value_or("default");
+  auto id = [&](const char* key) -> int32_t {
+    auto x = r.get_u32_opt(key);
+    if (!x) return -1;
+    if (*x >= v.tokens.size()) throw ModelError(fmt::format("{} = {} is outside the vocabulary ({} tokens)", key, *x, v.tokens.size()));
+    return static_cast<int32_t>(*x);
+  };
+  v.bos = id("tokenizer.ggml.bos_token_id");
+  v.eos = id("tokenizer.ggml.eos_token_id");
+  v.eot = id("tokenizer.ggml.eot_token_id");
+  v.pad = id("tokenizer.ggml.padding_token_id");
+  v.add_bos = r.get_bool_opt("tokenizer.ggml.add_bos_token").value_or(false);
+  return v;
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opts) {
+  std::unique_ptr<Model> m(new Model());
+  m->file_ = gguf::Reader::open(path);
+  const gguf::Reader& r = *m->file_;
+  m->hp_ = read_hparams(r, m->warnings_);
+  m->tok_ = std::make_unique<text::Tokenizer>(text::Tokenizer::build(read_vocab(r)));
+  if (m->tok_->n_vocab() != m->hp_.n_vocab)
+    throw ModelError(fmt::format("vocabulary has {} tokens but the metadata implies {}", m->tok_->n_vocab(), m->hp_.n_vocab));
+  m->w_ = bind_weights(r, m->hp_, m->warnings_);
+  m->chat_template_ = r.get_str_opt("tokenizer.chat_template").value_or("");
+
+  HParams& hp = m->hp_;
+  if (hp.mask_token < 0) hp.mask_token = m->tok_->find("<|mask|>");
+  if (hp.mask_token >= hp.n_vocab)
+    throw ModelError(fmt::format("diffusion.mask_token_id {} is outside the vocabulary ({} tokens)", hp.mask_token, hp.n_vocab));
+
+  if (opts.prefault) {
+    volatile uint8_t sink = 0;
+    for (const auto& t : r.tensors())
+      for (uint64_t off = 0; off < t.size; off += 4096) sink = sink + t.data[off];
+    (void)sink;
+  }
+  return m;
+}
+
+Model::~Model() = default;
+
+size_t Model::weight_bytes() const {
+  size_t n = 0;
+  for (const auto& t : file_->tensors()) n += t.size;
+  return n;
+}
+
+}  // namespace clover::model

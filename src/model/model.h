@@ -1,0 +1,51 @@
+// A loaded Clover / qwen35moe model: the mapped file, its hyperparameters, bound weights, the
+// tokenizer and the chat template. Immutable after load and shared by every sequence.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/hparams.h"
+#include "model/weights.h"
+#include "text/tokenizer.h"
+
+namespace clover::gguf {
+class Reader;
+}
+
+namespace clover::model {
+
+struct LoadOptions {
+  // Touch every weight page at load (so the first tokens are not slowed by page faults).
+  bool prefault = false;
+};
+
+class Model {
+ public:
+  // Throws ModelError / gguf::GgufError / text::TokenizerError naming what is wrong.
+  static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& opts = {});
+  ~Model();
+
+  const HParams& hp() const { return hp_; }
+  const ModelWeights& weights() const { return w_; }
+  const text::Tokenizer& tokenizer() const { return *tok_; }
+  const std::string& chat_template() const { return chat_template_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  const gguf::Reader& file() const { return *file_; }
+  size_t weight_bytes() const;
+
+ private:
+  Model() = default;
+  std::unique_ptr<gguf::Reader> file_;
+  HParams hp_;
+  ModelWeights w_;
+  std::unique_ptr<text::Tokenizer> tok_;
+  std::string chat_template_;
+  std::vector<std::string> warnings_;
+};
+
+// Reads the tokenizer.ggml.* keys.
+text::VocabData read_vocab(const gguf::Reader& r);
+
+}  // namespace clover::model
