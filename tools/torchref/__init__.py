@@ -1,0 +1,1 @@
+"""PyTorch reference of Clover-35B-A3B (see README.md)."""
