@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""AR numerics of clover.cpp against llama.cpp v0.5.0 (node-llama-cpp 3.22.1), on synthetic models.
+
+Every case writes a model with `clover synth`, runs llama.cpp in exact mode (flash attention off,
+F32 KV cache) and `clover logits`, and compares all positions of a 220-token prompt. The base case
+also compares 64 greedy tokens and the teacher-forced logits over prompt + generated tokens.
+
+Run: /usr/bin/python3 -m unittest tests/oracle/test_ar_oracle.py   (CLOVER_BIN overrides the binary)
+"""
+import json
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLOVER = os.environ.get("CLOVER_BIN", os.path.join(ROOT, "build", "bin", "clover"))
+ORACLE = os.path.join(ROOT, "tools", "oracle", "llama_oracle.mjs")
+HAVE_ORACLE = shutil.which("node") is not None and os.path.isdir(os.path.join(ROOT, "node_modules", "node-llama-cpp"))
+EXACT = ["--flash-attn", "off", "--kv-type", "f32"]
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    return p.stdout
+
+
+def prompt_ids(n, vocab_limit, seed=1):
+    rng = random.Random(seed)
+    return [rng.randrange(0, vocab_limit) for _ in range(n)]
+
+
+class Work:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="clover-oracle-")
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def synth(self, name, *args):
+        out = self.path(name + ".gguf")
+        run([CLOVER, "synth", "-q", out, *args])
+        return out
+
+    def write_ids(self, name, ids):
+        p = self.path(name + ".json")
+        with open(p, "w") as f:
+            json.dump(ids, f)
+        return p
+
+    def oracle_logits(self, model, ids_file):
+        out = self.path(os.path.basename(model) + ".oracle.bin")
+        run(["node", ORACLE, model, "logits", "--tokens-file", ids_file, "--all", "--out", out, *EXACT, "--compact"])
+        with open(out + ".json") as f:
+            meta = json.load(f)
+        return np.fromfile(out, dtype="<f4").reshape(meta["shape"])
+
+    def engine_logits(self, model, ids_file, *extra):
+        out = self.path(os.path.basename(model) + ".engine.bin")
+        run([CLOVER, "logits", "-m", model, "--tokens", ids_file, "--all", "--out", out, *extra])
+        with open(model, "rb"):
+            pass
+        return np.fromfile(out, dtype="<f4")
+
+
+def compare(test, oracle, engine, tol, what, argmax_min=1.0, within_tol_min=1.0, max_abs=None, relative=False):
+    """Checks |engine - oracle| per element.
+
+    tol: the bound that `within_tol_min` of the positions must meet (all of them by default);
+    max_abs: a bound for every element (default: tol). relative: scale both bounds by the logits'
+    standard deviation when it exceeds 1 (tied heads give logits of std ~sqrt(n_embd)).
+    Argmax agreement is counted at every position, and must be perfect wherever the oracle's best
+    two logits are further apart than twice the largest deviation (a closer pair is a tie at
+    this precision, which rounding may break either way).
+    """
+    engine = engine.reshape(oracle.shape)
+    scale = max(1.0, float(oracle.std())) if relative else 1.0
+    max_abs = (max_abs if max_abs is not None else tol) * scale
+    tol = tol * scale
+    d = np.abs(oracle.astype(np.float64) - engine.astype(np.float64))
+    per_pos = d.max(1)
+    agree = oracle.argmax(1) == engine.argmax(1)
+    top2 = np.sort(oracle, axis=1)[:, -2:]
+    decidable = (top2[:, 1] - top2[:, 0]) > 2 * d.max()
+    worst = np.unravel_index(int(d.argmax()), d.shape)
+    within = float((per_pos <= tol).mean())
+    msg = (f"{what}: max |dlogit| {d.max():.3g} at position {worst[0]} (bound {max_abs:.3g}), "
+           f"{within:.4f} of positions within {tol:.3g}, argmax agreement {agree.mean():.4f} "
+           f"({int(agree[decidable].sum())}/{int(decidable.sum())} where decidable)")
+    print(msg)
+    test.assertLessEqual(d.max(), max_abs, msg)
+    test.assertGreaterEqual(within, within_tol_min, msg)
+    test.assertGreaterEqual(float(agree.mean()), argmax_min, msg)
+    test.assertTrue(bool(agree[decidable].all()), msg)
+    return d.max(), float(agree.mean())
+
+
+@unittest.skipUnless(HAVE_ORACLE, "node or node_modules/node-llama-cpp missing: run scripts/setup.sh")
+class ArMatchesLlamaCpp(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.w = Work()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.w.dir, ignore_errors=True)
+
+    def check_model(self, name, synth_args, tol, n_tokens=220, **bounds):
+        model = self.w.synth(name, "--layout", "qwen35moe", *synth_args)
+        ids = self.w.write_ids(name, prompt_ids(n_tokens, 500))
+        return compare(self, self.w.oracle_logits(model, ids), self.w.engine_logits(model, ids), tol, name, **bounds)
+
+    def test_f32_prompt_and_64_greedy_tokens(self):
+        model = self.w.synth("base", "--layout", "qwen35moe")
+        prompt = prompt_ids(220, 500)
+        pfile = self.w.write_ids("base_prompt", prompt)
+        gen = json.loads(run(["node", ORACLE, model, "generate", "--tokens-file", pfile, "--n", "64", *EXACT, "--compact"]))["generated"]
+        mine = json.loads(run([CLOVER, "run", "-m", model, "--prompt-tokens", pfile, "-n", "64", "--ignore-eos", "--print-tokens"]).strip().splitlines()[-1])
+        self.assertEqual(mine, gen, "greedy tokens differ from llama.cpp's")
+        full = self.w.write_ids("base_full", prompt + gen)
+        compare(self, self.w.oracle_logits(model, full), self.w.engine_logits(model, full), 1e-4, "f32 prompt+64 generated")
+
+    def test_f32_attention_first_fused_tied(self):
+        # Tied head: logits have std ~11 (token_embd is N(0, 1)), so the bound scales with it.
+        self.check_model("flll_fused_tied", ["--layer-pattern", "FLLL", "--fuse-qkv", "--fuse-gate-up", "--tie"], 1e-4,
+                         relative=True)
+
+    def test_f32_interval_key_only_8_layers(self):
+        self.check_model("interval8", ["--layers", "8", "--no-recurrent-layers-key"], 1e-4)
+
+    def test_f32_gqa8_equal_gdn_heads(self):
+        self.check_model("gqa8", ["--layer-pattern", "LF", "--heads", "8", "--kv-heads", "1", "--head-dim", "32",
+                                  "--gdn-k-heads", "4", "--gdn-v-heads", "4"], 1e-4)
+
+    def test_f32_wider_moe_and_gdn_ratio_4(self):
+        self.check_model("wide", ["--hidden", "256", "--experts", "16", "--experts-used", "4", "--gdn-k-heads", "2",
+                                  "--gdn-v-heads", "8", "--expert-ff", "128"], 1e-4)
+
+    # Reduced-precision weights: llama.cpp rounds each matmul input to the weight's activation type
+    # (F16, BF16, Q8_0 blocks) and so does the engine, but an input within an ulp of a rounding
+    # boundary can round either way (float32 sums in another order), and the KV/recurrent state
+    # carries the difference on. The float64 PyTorch reference with the same rounding deviates
+    # from llama.cpp at the same places (tools/torchref/README.md), so these bounds are measured
+    # facts about this prompt and model, not engine error: F16 exceeds 5e-3 at one position (60:
+    # 0.011; reference 0.013), BF16 rounds to 8 significant bits (max 0.30; reference 0.59).
+    def test_f16(self):
+        self.check_model("f16", ["--type", "f16"], 5e-3, within_tol_min=0.99, max_abs=0.02)
+
+    def test_bf16(self):
+        self.check_model("bf16", ["--type", "bf16"], 0.05, within_tol_min=0.5, max_abs=0.5, argmax_min=0.98)
+
+    def test_q8_0(self):
+        self.check_model("q8_0", ["--type", "q8_0"], 0.05, argmax_min=0.98)
+
+    def test_q4_0(self):
+        self.check_model("q4_0", ["--type", "q4_0"], 0.05, argmax_min=0.98)
+
+
+class LayoutsAndStateCarryOver(unittest.TestCase):
+    """No oracle needed: the three layouts of one seed, and chunked evaluation."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.w = Work()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.w.dir, ignore_errors=True)
+
+    def test_same_seed_same_logits_in_every_layout(self):
+        ids = self.w.write_ids("layout_ids", prompt_ids(150, 500, seed=3))
+        outs = {}
+        for layout in ("official", "llama-clover", "qwen35moe"):
+            m = self.w.synth("layout_" + layout, "--layout", layout, "--seed", "7", "--type", "q8_0")
+            outs[layout] = self.w.engine_logits(m, ids)
+        self.assertTrue(np.array_equal(outs["official"], outs["qwen35moe"]), "official vs qwen35moe logits differ")
+        self.assertTrue(np.array_equal(outs["llama-clover"], outs["qwen35moe"]), "llama-clover vs qwen35moe logits differ")
+
+    def test_chunked_evaluation_is_bitwise_identical(self):
+        m = self.w.synth("chunks", "--layout", "official", "--type", "q4_0")
+        ids = self.w.write_ids("chunk_ids", prompt_ids(100, 500, seed=5))
+        whole = self.w.engine_logits(m, ids)
+        for chunk in ("1", "7", "64"):
+            part = self.w.engine_logits(m, ids, "--chunk", chunk)
+            self.assertTrue(np.array_equal(whole, part), f"chunks of {chunk} tokens change the logits")
+        small_batch = self.w.engine_logits(m, ids, "--batch", "5")
+        self.assertTrue(np.array_equal(whole, small_batch), "batch size 5 changes the logits")
+
+
+if __name__ == "__main__":
+    unittest.main()
