@@ -41,6 +41,7 @@ struct EngineOptions {
   int n_ctx = 0;       // tokens per session; 0: the model's trained context, capped at 131072
   int max_batch = 256; // tokens per internal forward pass (prefill chunk)
   bool prefault = false;
+  std::string routing_trace;  // debugging: write every MoE routing decision to this file
 };
 
 // Progress of long operations: done out of total, with a short label.

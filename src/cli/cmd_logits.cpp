@@ -16,6 +16,7 @@ Runner add_logits_command(CLI::App& app) {
     bool all = false;
     int threads = 0, n_ctx = 0, batch = 256;
     int chunk = 0;
+    std::string routing_trace;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("logits", "write raw float32 logits for a list of token ids");
@@ -27,6 +28,7 @@ Runner add_logits_command(CLI::App& app) {
   c->add_option("-c,--ctx-size", a->n_ctx, "context size (0: the number of tokens)");
   c->add_option("-b,--batch", a->batch, "tokens per forward pass");
   c->add_option("--chunk", a->chunk, "feed the tokens in calls of this many tokens (0: one call), to test state carry-over");
+  c->add_option("--trace-routing", a->routing_trace, "write every MoE routing decision (layer position experts margin) to FILE");
   return [a] {
     std::ifstream in(a->tokens_file);
     if (!in) throw Error("cannot open " + a->tokens_file);
@@ -46,6 +48,7 @@ Runner add_logits_command(CLI::App& app) {
     eo.n_threads = a->threads;
     eo.n_ctx = a->n_ctx > 0 ? a->n_ctx : static_cast<int>(ids.size());
     eo.max_batch = a->batch;
+    eo.routing_trace = a->routing_trace;
     auto engine = Engine::load(a->model, eo);
     auto session = engine->new_session();
     std::vector<float> out;

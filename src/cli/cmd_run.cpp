@@ -1,5 +1,7 @@
 // clover run: generate text from a prompt, streaming it as it is produced.
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/commands.h"
@@ -22,7 +24,27 @@ struct RunArgs {
   uint64_t seed = 0;
   bool special = false;
   bool ignore_eos = false;
+  std::string prompt_tokens;  // JSON file of token ids instead of -p
+  bool print_tokens = false;
 };
+
+std::vector<int32_t> read_token_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open " + path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(path + ": " + e.what());
+  }
+  if (!j.is_array() || j.empty()) throw Error(path + ": expected a non-empty JSON array of token ids");
+  std::vector<int32_t> ids;
+  for (const auto& v : j) {
+    if (!v.is_number_integer()) throw Error(path + ": token ids must be integers");
+    ids.push_back(v.get<int32_t>());
+  }
+  return ids;
+}
 }  // namespace
 
 std::string default_model_path();
@@ -31,7 +53,10 @@ Runner add_run_command(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* c = app.add_subcommand("run", "generate text from a prompt");
   c->add_option("-m,--model", a->model, "GGUF model file (default: the shipped model)");
-  c->add_option("-p,--prompt", a->prompt, "prompt text")->required();
+  auto* p = c->add_option("-p,--prompt", a->prompt, "prompt text");
+  auto* pt = c->add_option("--prompt-tokens", a->prompt_tokens, "JSON file with the prompt as token ids");
+  p->excludes(pt);
+  c->add_flag("--print-tokens", a->print_tokens, "print the generated token ids as a JSON array at the end (stdout)");
   c->add_option("-n,--n-predict", a->n_predict, "tokens to generate")->check(CLI::NonNegativeNumber);
   c->add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (0: the model's, at most 131072)");
   c->add_option("-t,--threads", a->threads, "threads (0: all cores)");
@@ -51,7 +76,9 @@ Runner add_run_command(CLI::App& app) {
     auto engine = Engine::load(path, eo);
     for (const auto& w : engine->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     auto session = engine->new_session();
-    std::vector<int32_t> prompt = engine->tokenize(a->prompt, a->special);
+    if (a->prompt.empty() && a->prompt_tokens.empty()) throw Error("give a prompt with -p or --prompt-tokens");
+    std::vector<int32_t> prompt =
+        a->prompt_tokens.empty() ? engine->tokenize(a->prompt, a->special) : read_token_file(a->prompt_tokens);
     GenerateOptions go;
     go.max_tokens = a->n_predict;
     go.ignore_eos = a->ignore_eos;
@@ -61,12 +88,18 @@ Runner add_run_command(CLI::App& app) {
     go.sampling.min_p = a->min_p;
     go.sampling.repeat_penalty = a->repeat_penalty;
     go.sampling.seed = a->seed;
-    std::fputs(a->prompt.c_str(), stdout);
-    Event last = session->generate(prompt, go, [](const Event& ev) {
-      std::fputs(ev.text.c_str(), stdout);
-      std::fflush(stdout);
+    const bool show_text = !a->print_tokens;
+    if (show_text) std::fputs(a->prompt.c_str(), stdout);
+    std::vector<int32_t> generated;
+    Event last = session->generate(prompt, go, [&](const Event& ev) {
+      generated.insert(generated.end(), ev.tokens.begin(), ev.tokens.end());
+      if (show_text) {
+        std::fputs(ev.text.c_str(), stdout);
+        std::fflush(stdout);
+      }
       return true;
     });
+    if (a->print_tokens) std::printf("%s\n", nlohmann::json(generated).dump().c_str());
     const GenerateStats& s = last.stats;
     std::fprintf(stderr, "\n\nprompt: %d tokens in %.3f s (%.1f tok/s)\ngeneration: %d tokens in %.3f s (%.1f tok/s), threads %d\n",
                  s.prompt_tokens, s.prompt_seconds, s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0,

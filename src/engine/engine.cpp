@@ -62,6 +62,11 @@ class EngineImpl final : public Engine {
         pool_(opts.n_threads > 0 ? opts.n_threads : std::max(1u, std::thread::hardware_concurrency())),
         forward_(*model_, pool_, opts.max_batch) {
     const model::HParams& hp = model_->hp();
+    if (!opts.routing_trace.empty()) {
+      trace_ = std::fopen(opts.routing_trace.c_str(), "w");
+      if (!trace_) throw Error("cannot write " + opts.routing_trace);
+      forward_.trace_routing(trace_);
+    }
     n_ctx_ = opts.n_ctx > 0 ? opts.n_ctx : std::min(hp.n_ctx_train, kMaxContext);
     info_.path = model_->file().path();
     info_.architecture = hp.arch;
@@ -81,6 +86,10 @@ class EngineImpl final : public Engine {
     info_.threshold = hp.threshold;
     info_.mask_token = hp.mask_token;
     info_.warnings = model_->warnings();
+  }
+
+  ~EngineImpl() override {
+    if (trace_) std::fclose(trace_);
   }
 
   const ModelInfo& info() const override { return info_; }
@@ -107,6 +116,7 @@ class EngineImpl final : public Engine {
   model::Forward forward_;
   int n_ctx_ = 0;
   ModelInfo info_;
+  std::FILE* trace_ = nullptr;
 };
 
 SessionImpl::SessionImpl(EngineImpl& eng) : eng_(eng), state_(eng.model().hp(), eng.n_ctx()) {}
@@ -167,11 +177,10 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
       eval(std::span<const int32_t>(&tok, 1), false);
       ++done.stats.passes;
     }
-    if (!ev.text.empty() || !last)
-      if (!on_event(ev)) {
-        finish = FinishReason::Stop;
-        break;
-      }
+    if (!on_event(ev)) {
+      finish = FinishReason::Stop;
+      break;
+    }
     if (last) break;
   }
   if (!stops.stopped()) {

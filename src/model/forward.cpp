@@ -56,6 +56,11 @@ Forward::~Forward() = default;
 void Forward::linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y) {
   s_->acts.convert(x, T, w.cols, x_stride, kernels::activation_type(w.type));
   const kernels::ActRows& a = s_->acts;
+  // Below ~64K multiply-adds a parallel region costs more than it saves.
+  if (w.rows * w.cols * T < (int64_t{1} << 16)) {
+    kernels::matmul(w, a, y, w.rows, 0, w.rows);
+    return;
+  }
   pool_.parallel_for(w.rows, 16, [&](int64_t b, int64_t e) { kernels::matmul(w, a, y, w.rows, b, e); });
 }
 
@@ -81,6 +86,7 @@ void Forward::run_chunk(SequenceState& st, std::span<const int32_t> tokens, Logi
   Scratch& s = *s_;
   const ModelWeights& w = model_.weights();
   stats_.tokens += T;
+  chunk_pos0_ = st.n_past;
 
   // x = embed(tokens)
   for (int t = 0; t < T; ++t) {

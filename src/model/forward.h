@@ -11,6 +11,7 @@
 //   logits = head(rms(x))
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <span>
 #include <vector>
@@ -49,6 +50,11 @@ class Forward {
   void causal(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits);
 
   const PassStats& last_stats() const { return stats_; }
+
+  // Debugging aid: when set, every routing decision is written as one line
+  // "layer position e1,e2,...,ek margin" where margin = p(k-th chosen) - p(best not chosen): a
+  // margin near zero is a near-tie that rounding elsewhere can flip.
+  void trace_routing(std::FILE* f) { routing_trace_ = f; }
   const Model& model() const { return model_; }
 
  private:
@@ -66,6 +72,8 @@ class Forward {
   int max_batch_;
   std::unique_ptr<Scratch> s_;
   PassStats stats_;
+  std::FILE* routing_trace_ = nullptr;
+  int chunk_pos0_ = 0;  // position of the chunk's first token (for the trace)
 };
 
 }  // namespace clover::model

@@ -174,8 +174,6 @@ HParams read_hparams(const Reader& r, std::vector<std::string>& warnings) {
   if (!std::isfinite(hp.threshold)) throw ModelError(fmt::format("{}diffusion.threshold is not finite", A));
   if (auto m = r.get_u32_opt(A + "diffusion.mask_token_id")) hp.mask_token = static_cast<int>(*m);
 
-  if (hp.layout != Layout::Official && r.has(A + "diffusion.block_size") && !has_rev)
-    warnings.push_back("file has diffusion metadata but no reverse-path (ssm_rev_*) tensors: diffusion needs --no-reverse-path");
   return hp;
 }
 

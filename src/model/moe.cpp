@@ -63,6 +63,14 @@ void Forward::moe_layer(int il, int T) {
       s.chosen_w[static_cast<size_t>(t) * k + j] = p[ch[j]] / wsum;
       ++s.expert_count[ch[j]];
     }
+    if (routing_trace_) {
+      float best_out = 0.f;
+      for (int e = 0; e < NE; ++e)
+        if (std::find(ch, ch + k, e) == ch + k) best_out = std::max(best_out, p[e]);
+      std::fprintf(routing_trace_, "%d %d ", il, chunk_pos0_ + t);
+      for (int j = 0; j < k; ++j) std::fprintf(routing_trace_, j ? ",%d" : "%d", ch[j]);
+      std::fprintf(routing_trace_, " %.9g\n", p[ch[k - 1]] - best_out);
+    }
   }
 
   // Group (token, slot) rows by expert: rows of expert e are [expert_first[e], +expert_count[e]).

@@ -56,7 +56,12 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   fn(0);
-  while (pending_.load(std::memory_order_acquire) != 0) CLOVER_PAUSE();
+  // Spin while the workers are likely still running; then yield, so that a worker that lost its
+  // core (more threads than free cores) gets it back quickly.
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kSpinIterations) CLOVER_PAUSE();
+    else std::this_thread::yield();
+  }
   job_ = nullptr;
 }
 

@@ -30,16 +30,18 @@ class Stream {
   }
   // Uniform in (0, 1).
   double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+  // Standard normal (Box-Muller in float: weights need the shape, not the last bits, and the
+  // full-size model draws 35 billion of them).
   float normal() {
     if (has_spare_) {
       has_spare_ = false;
       return spare_;
     }
-    const double u1 = uniform(), u2 = uniform();
-    const double r = std::sqrt(-2.0 * std::log(u1)), a = 6.283185307179586 * u2;
-    spare_ = static_cast<float>(r * std::sin(a));
+    const float u1 = static_cast<float>(uniform()), u2 = static_cast<float>(uniform());
+    const float r = std::sqrt(-2.0f * std::log(u1)), a = 6.2831853f * u2;
+    spare_ = r * std::sin(a);
     has_spare_ = true;
-    return static_cast<float>(r * std::cos(a));
+    return r * std::cos(a);
   }
 
  private:

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "gguf/gguf.h"
 #include "kernels/convert.h"
+#include "runtime/thread_pool.h"
 #include "synth/random.h"
 #include "synth/vocab.h"
 
@@ -283,24 +285,37 @@ void write_model(const SynthConfig& cfg, const std::string& path, const Progress
   }
   w.begin_data();
 
-  // Each part is generated and stored in chunks of whole rows: memory stays at a few MiB.
+  // Values come in blocks of whole rows (about 64K values), each block from its own stream, so
+  // blocks can be drawn in parallel and a value never depends on the storage type or the chunking.
+  // Chunks of blocks are converted and written in order: memory stays at a few tens of MiB.
+  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   std::vector<float> vals;
   std::vector<uint8_t> bytes;
   uint64_t done = 0;
   for (const auto& p : plans) {
     const int64_t cols = p.dims[0];
-    const int64_t rows_per_chunk = std::max<int64_t>(1, (1 << 20) / cols);
+    const size_t row_bytes = dtype_row_bytes(p.type, cols);
+    const int64_t rows_per_block = std::max<int64_t>(1, 65536 / cols);
+    const int64_t blocks_per_chunk = 32;
     bool first = true;
     for (const Part& part : p.parts) {
-      Stream s(c.seed, part.stream, part.index);
       const int64_t rows = part.count / cols;
-      for (int64_t r = 0; r < rows; r += rows_per_chunk) {
-        const int64_t n = std::min(rows_per_chunk, rows - r);
-        vals.resize(static_cast<size_t>(n * cols));
-        for (auto& v : vals) v = draw(s, part, p.a_log_as_is);
-        bytes.resize(dtype_row_bytes(p.type, cols) * n);
-        for (int64_t i = 0; i < n; ++i)
-          kernels::quantize_row(p.type, vals.data() + i * cols, bytes.data() + i * dtype_row_bytes(p.type, cols), cols);
+      const int64_t n_blocks = (rows + rows_per_block - 1) / rows_per_block;
+      for (int64_t b0 = 0; b0 < n_blocks; b0 += blocks_per_chunk) {
+        const int64_t b1 = std::min(n_blocks, b0 + blocks_per_chunk);
+        const int64_t r0 = b0 * rows_per_block, r1 = std::min(rows, b1 * rows_per_block);
+        vals.resize(static_cast<size_t>((r1 - r0) * cols));
+        bytes.resize(row_bytes * static_cast<size_t>(r1 - r0));
+        pool.parallel_for(b1 - b0, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t blk = b0 + lo; blk < b0 + hi; ++blk) {
+            Stream s(c.seed, part.stream, (part.index << 32) + static_cast<uint64_t>(blk));
+            const int64_t br0 = blk * rows_per_block, br1 = std::min(rows, br0 + rows_per_block);
+            float* v = vals.data() + (br0 - r0) * cols;
+            for (int64_t i = 0; i < (br1 - br0) * cols; ++i) v[i] = draw(s, part, p.a_log_as_is);
+            for (int64_t r = br0; r < br1; ++r)
+              kernels::quantize_row(p.type, vals.data() + (r - r0) * cols, bytes.data() + (r - r0) * row_bytes, cols);
+          }
+        });
         if (first) {
           w.write_tensor_data(p.name, bytes.data(), bytes.size());
           first = false;
