@@ -3,10 +3,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
-#if __has_include("text/hf_tokenizer_json.h")
 #include "text/hf_tokenizer_json.h"
-#define CLOVER_HAVE_HF_VOCAB 1
-#endif
 
 namespace clover::synth {
 
@@ -62,11 +59,16 @@ text::VocabData synthetic_vocab(int n_vocab) {
 }
 
 text::VocabData hf_vocab(const std::string& path) {
-#ifdef CLOVER_HAVE_HF_VOCAB
-  return text::vocab_from_hf_tokenizer_json(path);
-#else
-  throw std::runtime_error("reading " + path + ": Hugging Face tokenizer.json import is not built in");
-#endif
+  text::VocabData v = text::vocab_from_hf_tokenizer_json(path);
+  auto find = [&](std::string_view s) {
+    for (size_t i = 0; i < v.tokens.size(); ++i)
+      if (v.tokens[i] == s) return static_cast<int32_t>(i);
+    return int32_t{-1};
+  };
+  if (v.eos < 0) v.eos = find("<|im_end|>");
+  if (v.bos < 0) v.bos = find("<|endoftext|>");
+  if (v.pad < 0) v.pad = find("<|endoftext|>");
+  return v;
 }
 
 void write_vocab(gguf::Writer& w, const text::VocabData& v) {

@@ -1,0 +1,96 @@
+// Forward pass properties that need no oracle: batch invariance (a token's logits do not depend on
+// how the sequence was split into passes), state reset, and errors for bad input.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "model/forward.h"
+#include "model_test_util.h"
+
+namespace clover {
+namespace {
+
+using testing::TempDir;
+
+std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+class ForwardByType : public ::testing::TestWithParam<DType> {};
+
+TEST_P(ForwardByType, SplittingTheSequenceDoesNotChangeLogits) {
+  TempDir d;
+  synth::SynthConfig c = synth::preset("tiny");
+  c.type = GetParam();
+  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  const int V = m->hp().n_vocab;
+  const std::vector<int32_t> toks = random_tokens(40, 500, 3);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    model::Forward whole(*m, pool, 64);
+    model::SequenceState s1(m->hp(), 64);
+    std::vector<float> all(toks.size() * V);
+    whole.causal(s1, toks, model::LogitRows::All, all.data());
+
+    // Token by token, and in uneven chunks through a small max batch.
+    model::Forward small(*m, pool, 5);
+    model::SequenceState s2(m->hp(), 64);
+    std::vector<float> one(V);
+    size_t pos = 0;
+    for (size_t n : {1, 3, 7, 1, 11, 17}) {
+      std::vector<float> part(n * V);
+      small.causal(s2, std::span<const int32_t>(toks).subspan(pos, n), model::LogitRows::All, part.data());
+      for (size_t i = 0; i < n * V; ++i) ASSERT_EQ(part[i], all[pos * V + i]) << "threads " << threads << " position " << pos + i / V;
+      pos += n;
+    }
+    ASSERT_EQ(pos, toks.size());
+    EXPECT_EQ(s2.n_past, 40);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, ForwardByType, ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Forward, ResetGivesTheSameLogitsAgain) {
+  TempDir d;
+  auto m = model::Model::load(testing::write_synth(d, "m.gguf", synth::preset("tiny")));
+  ThreadPool pool(2);
+  model::Forward f(*m, pool);
+  model::SequenceState s(m->hp(), 32);
+  const auto toks = random_tokens(20, 500, 9);
+  std::vector<float> a(m->hp().n_vocab), b(m->hp().n_vocab);
+  f.causal(s, toks, model::LogitRows::Last, a.data());
+  s.reset();
+  f.causal(s, toks, model::LogitRows::Last, b.data());
+  EXPECT_EQ(a, b);
+}
+
+TEST(Forward, RejectsBadInputWithClearErrors) {
+  TempDir d;
+  auto m = model::Model::load(testing::write_synth(d, "m.gguf", synth::preset("tiny")));
+  ThreadPool pool(1);
+  model::Forward f(*m, pool);
+  model::SequenceState s(m->hp(), 8);
+  std::vector<float> logits(m->hp().n_vocab);
+  const std::vector<int32_t> bad = {1, 2, 512};
+  try {
+    f.causal(s, bad, model::LogitRows::Last, logits.data());
+    FAIL() << "no error for token 512";
+  } catch (const model::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 512 is outside the vocabulary"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(s.n_past, 0) << "a rejected call must not change the state";
+  const auto nine = random_tokens(9, 500, 1);
+  try {
+    f.causal(s, nine, model::LogitRows::Last, logits.data());
+    FAIL() << "no error for 9 tokens in a context of 8";
+  } catch (const model::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("0 cached + 9 new tokens exceed the context of 8"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace clover

@@ -1,0 +1,149 @@
+// Model loading: the three layouts, the official file's quirks, and clear errors for bad files.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "model/model.h"
+#include "model_test_util.h"
+
+namespace clover {
+namespace {
+
+using testing::FileEdit;
+using testing::TempDir;
+
+synth::SynthConfig tiny(model::Layout layout) {
+  synth::SynthConfig c = synth::preset("tiny");
+  c.layout = layout;
+  return c;
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    model::Model::load(path);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelLoad, RecognisesTheThreeLayouts) {
+  TempDir d;
+  const std::pair<model::Layout, const char*> cases[] = {
+      {model::Layout::Official, "clover_moe"}, {model::Layout::LlamaClover, "clover_moe"}, {model::Layout::Qwen35Moe, "qwen35moe"}};
+  for (const auto& [layout, arch] : cases) {
+    auto m = model::Model::load(testing::write_synth(d, std::string(arch) + std::to_string(int(layout)), tiny(layout)));
+    EXPECT_EQ(m->hp().layout, layout);
+    EXPECT_EQ(m->hp().arch, arch);
+    EXPECT_EQ(m->hp().has_reverse_path, layout == model::Layout::Official);
+    EXPECT_EQ(m->hp().n_layer, 4);
+    EXPECT_EQ(m->hp().n_attn_layers(), 1);
+    EXPECT_GE(m->hp().mask_token, 0);
+    EXPECT_TRUE(m->warnings().empty()) << m->warnings()[0];
+  }
+}
+
+TEST(ModelLoad, OfficialALogIsConvertedToTheSameDecayAsLlamaForm) {
+  TempDir d;
+  auto off = model::Model::load(testing::write_synth(d, "off.gguf", tiny(model::Layout::Official)));
+  auto q = model::Model::load(testing::write_synth(d, "q.gguf", tiny(model::Layout::Qwen35Moe)));
+  const auto& a = off->weights().layers[0].gdn;
+  const auto& b = q->weights().layers[0].gdn;
+  for (int h = 0; h < off->hp().gdn_v_heads; ++h) {
+    EXPECT_LT(a.a[h], 0.f);
+    EXPECT_EQ(a.a[h], b.a[h]) << "head " << h;
+    EXPECT_LT(a.rev_a[h], 0.f);
+  }
+}
+
+TEST(ModelLoad, WarnsWhenDecayValuesContradictTheLayout) {
+  TempDir d;
+  const std::string src = testing::write_synth(d, "q.gguf", tiny(model::Layout::Qwen35Moe));
+  // A qwen35moe file that holds A_log (non-negative) instead of -exp(A_log).
+  const std::string dst = d.file("alog.gguf");
+  {
+    auto r = gguf::Reader::open(src);
+    gguf::Writer w(dst);
+    for (const auto& [k, v] : r->metadata()) w.set(k, v);
+    for (const auto& t : r->tensors()) w.add_tensor(t.name, t.dims, t.type);
+    w.begin_data();
+    for (const auto& t : r->tensors()) {
+      std::vector<uint8_t> buf(t.data, t.data + t.size);
+      if (t.name == "blk.0.ssm_a")
+        for (size_t i = 0; i < t.size / 4; ++i) reinterpret_cast<float*>(buf.data())[i] = 1.0f;
+      w.write_tensor_data(t.name, buf.data(), buf.size());
+    }
+    w.finish();
+  }
+  auto m = model::Model::load(dst);
+  ASSERT_FALSE(m->warnings().empty());
+  EXPECT_NE(m->warnings()[0].find("blk.0.ssm_a"), std::string::npos) << m->warnings()[0];
+}
+
+TEST(ModelLoad, ClearErrors) {
+  TempDir d;
+  const std::string off = testing::write_synth(d, "off.gguf", tiny(model::Layout::Official));
+  const std::string q = testing::write_synth(d, "q.gguf", tiny(model::Layout::Qwen35Moe));
+  struct Case {
+    const char* what;
+    std::string src;
+    FileEdit edit;
+    const char* expect;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"missing tensor", q, {.tensor = [](std::string& n, auto&) { return n != "blk.1.ssm_out.weight"; }},
+                   "tensor 'blk.1.ssm_out.weight' not found"});
+  cases.push_back({"wrong shape", q,
+                   {.tensor = [](std::string& n, std::vector<int64_t>& dims) {
+                      if (n == "blk.3.attn_k.weight") dims[1] = 64;
+                      return true;
+                    }},
+                   "tensor 'blk.3.attn_k.weight' has shape {128, 64}, expected {128, 128}"});
+  cases.push_back({"extra tensor", q, {.add_f32_tensors = {{"blk.0.surprise.weight", {128}}}}, "unexpected tensor(s)"});
+  cases.push_back({"rev tensors in qwen35moe", q, {.add_f32_tensors = {{"blk.0.ssm_rev_a", {4}}}},
+                   "qwen35moe file has ssm_rev_* tensors"});
+  cases.push_back({"official with shared count key", off, {.add_kv = {{"clover_moe.expert_shared_count", gguf::Value::u32(1)}}},
+                   "clover_moe file of unknown layout"});
+  cases.push_back({"unknown architecture", q,
+                   {.kv = [](std::string& k, gguf::Value& v) {
+                      if (k == "general.architecture") v = gguf::Value::str("llama");
+                      return true;
+                    }},
+                   "unsupported architecture 'llama'"});
+  cases.push_back({"epsilon of the wrong type", q,
+                   {.kv = [](std::string& k, gguf::Value& v) {
+                      if (k == "qwen35moe.attention.layer_norm_rms_epsilon") v = gguf::Value::u32(1);
+                      return true;
+                    }},
+                   "qwen35moe.attention.layer_norm_rms_epsilon"});
+  cases.push_back({"missing rope sections", q, {.kv = [](std::string& k, gguf::Value&) { return k != "qwen35moe.rope.dimension_sections"; }},
+                   "rope.dimension_sections"});
+  cases.push_back({"inner size mismatch", q,
+                   {.kv = [](std::string& k, gguf::Value& v) {
+                      if (k == "qwen35moe.ssm.inner_size") v = gguf::Value::u32(100);
+                      return true;
+                    }},
+                   "ssm.inner_size = 100"});
+  cases.push_back({"experts used > experts", q,
+                   {.kv = [](std::string& k, gguf::Value& v) {
+                      if (k == "qwen35moe.expert_used_count") v = gguf::Value::u32(9);
+                      return true;
+                    }},
+                   "expert_used_count 9 exceeds expert_count 8"});
+  cases.push_back({"vocabulary vs embedding", q,
+                   {.tensor = [](std::string& n, std::vector<int64_t>& dims) {
+                      if (n == "token_embd.weight") dims[1] = 256;
+                      return true;
+                    }},
+                   "token_embd.weight"});
+  int i = 0;
+  for (auto& c : cases) {
+    const std::string dst = d.file("case" + std::to_string(i++) + ".gguf");
+    testing::rewrite(c.src, dst, c.edit);
+    const std::string err = load_error(dst);
+    EXPECT_NE(err.find(c.expect), std::string::npos) << c.what << ": got '" << err << "'";
+  }
+}
+
+}  // namespace
+}  // namespace clover
