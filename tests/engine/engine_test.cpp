@@ -1,0 +1,157 @@
+// The engine API end to end on a tiny synthetic model: generation, stop strings, finish reasons,
+// prefix reuse, sampling reproducibility and errors.
+#include <gtest/gtest.h>
+
+#include "clover/clover.h"
+#include "engine/stop_strings.h"
+#include "../model/model_test_util.h"
+
+namespace clover {
+namespace {
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    synth::SynthConfig c = synth::preset("tiny");
+    c.type = DType::Q8_0;
+    path_ = testing::write_synth(*dir_, "tiny.gguf", c);
+    EngineOptions o;
+    o.n_threads = 2;
+    o.n_ctx = 256;
+    engine_ = Engine::load(path_, o).release();
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    delete dir_;
+  }
+  static std::vector<int32_t> prompt() { return engine_->tokenize("The quick brown fox jumps over the lazy dog.", false); }
+
+  static inline testing::TempDir* dir_ = nullptr;
+  static inline std::string path_;
+  static inline Engine* engine_ = nullptr;
+};
+
+TEST_F(EngineTest, GreedyGenerationFollowsTheArgmaxOfEachStep) {
+  auto s = engine_->new_session();
+  GenerateOptions go;
+  go.max_tokens = 12;
+  go.ignore_eos = true;
+  std::vector<int32_t> got;
+  Event last = s->generate(prompt(), go, [&](const Event& e) {
+    got.insert(got.end(), e.tokens.begin(), e.tokens.end());
+    return true;
+  });
+  EXPECT_EQ(last.finish, FinishReason::Length);
+  ASSERT_EQ(got.size(), 12u);
+  EXPECT_EQ(last.stats.generated_tokens, 12);
+
+  // The same chain by hand with eval().
+  auto s2 = engine_->new_session();
+  std::vector<float> logits = s2->eval(prompt(), false);
+  for (int i = 0; i < 12; ++i) {
+    const int32_t best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    EXPECT_EQ(best, got[i]) << "step " << i;
+    logits = s2->eval(std::span<const int32_t>(&got[i], 1), false);
+  }
+}
+
+TEST_F(EngineTest, SecondTurnReusesTheCachedPrefix) {
+  auto s = engine_->new_session();
+  GenerateOptions go;
+  go.max_tokens = 4;
+  go.ignore_eos = true;
+  std::vector<int32_t> first = prompt();
+  std::vector<int32_t> reply;
+  Event e1 = s->generate(first, go, [&](const Event& e) {
+    reply.insert(reply.end(), e.tokens.begin(), e.tokens.end());
+    return true;
+  });
+  EXPECT_EQ(e1.stats.cached_tokens, 0);
+  std::vector<int32_t> second = first;
+  second.insert(second.end(), reply.begin(), reply.end());
+  const std::vector<int32_t> more = engine_->tokenize(" And then?", false);
+  second.insert(second.end(), more.begin(), more.end());
+  Event e2 = s->generate(second, go, [](const Event&) { return true; });
+  EXPECT_EQ(e2.stats.cached_tokens, static_cast<int>(first.size() + reply.size()));
+  EXPECT_EQ(e2.stats.prompt_tokens, static_cast<int>(more.size()));
+
+  // The reused state gives exactly what a fresh session computes.
+  auto fresh = engine_->new_session();
+  std::vector<int32_t> a, b;
+  auto collect = [](std::vector<int32_t>& v) {
+    return [&v](const Event& e) {
+      v.insert(v.end(), e.tokens.begin(), e.tokens.end());
+      return true;
+    };
+  };
+  std::vector<int32_t> third = second;
+  third.push_back(5);
+  s->generate(third, go, collect(a));
+  fresh->generate(third, go, collect(b));
+  EXPECT_EQ(a, b);
+}
+
+TEST_F(EngineTest, SeededSamplingIsReproducible) {
+  GenerateOptions go;
+  go.max_tokens = 16;
+  go.ignore_eos = true;
+  go.sampling.temperature = 1.0f;
+  go.sampling.top_p = 0.9f;
+  go.sampling.seed = 1234;
+  auto run = [&] {
+    auto s = engine_->new_session();
+    std::vector<int32_t> v;
+    s->generate(prompt(), go, [&](const Event& e) {
+      v.insert(v.end(), e.tokens.begin(), e.tokens.end());
+      return true;
+    });
+    return v;
+  };
+  EXPECT_EQ(run(), run());
+}
+
+TEST_F(EngineTest, CancellingStopsGeneration) {
+  auto s = engine_->new_session();
+  GenerateOptions go;
+  go.max_tokens = 50;
+  go.ignore_eos = true;
+  int events = 0;
+  Event last = s->generate(prompt(), go, [&](const Event& e) { return e.finish != FinishReason::None || ++events < 3; });
+  EXPECT_EQ(events, 3);
+  EXPECT_EQ(last.stats.generated_tokens, 3);
+}
+
+TEST_F(EngineTest, ErrorsNameTheNumbers) {
+  auto s = engine_->new_session();
+  GenerateOptions go;
+  go.max_tokens = 250;
+  try {
+    s->generate(prompt(), go, [](const Event&) { return true; });
+    FAIL() << "no error for a request larger than the context";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("plus max_tokens (250) exceeds the context size (256 tokens)"), std::string::npos) << e.what();
+  }
+  go.max_tokens = 1;
+  EXPECT_THROW(s->generate({}, go, [](const Event&) { return true; }), Error);
+  EXPECT_THROW(Engine::load("/nonexistent/model.gguf"), Error);
+}
+
+TEST(StopStrings, HoldsBackPrefixesAndCutsAtTheStop) {
+  engine::StopStrings s({"</end>", "STOP"});
+  std::string out;
+  for (const char* piece : {"Hello ", "wor", "ld </e", "nd> ignored"}) out += s.push(piece);
+  EXPECT_TRUE(s.stopped());
+  EXPECT_EQ(out, "Hello world ");
+
+  engine::StopStrings t({"</end>"});
+  std::string o2 = t.push("a </e");
+  EXPECT_EQ(o2, "a ");
+  o2 += t.push("x");
+  o2 += t.flush();
+  EXPECT_FALSE(t.stopped());
+  EXPECT_EQ(o2, "a </ex");
+}
+
+}  // namespace
+}  // namespace clover
