@@ -1,0 +1,265 @@
+// Matmul throughput in GB/s of weight bytes, per dtype, shape, activation rows and ISA.
+//
+//   build-kernels/bench/kernels_bench [--benchmark_filter=Q4_0] [--benchmark_min_time=0.2]
+//
+// Shapes are the model's: expert up/gate [512 x 2048] and down [2048 x 512], the GDN input
+// projection [8192 x 2048] and the LM head [248320 x 2048]. "cold" runs rotate over enough copies
+// of the matrix (>= 256 MiB) that every call streams its weights from DRAM, as in decoding;
+// "hot" runs reuse one copy (L2/L3 resident) and show the kernel's compute ceiling. "paired"
+// runs alternate a cold GEMV with a plain read of as many cold bytes (the roofline), which is
+// the comparison to trust on a shared machine.
+// Single-threaded: the model splits output rows across its own threads.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/convert.h"
+#include "kernels/matmul.h"
+
+namespace {
+
+using namespace clover;
+using namespace clover::kernels;
+
+constexpr size_t kColdBytes = size_t{256} << 20;
+
+// The matrices of the benchmark being run (one set at a time, to bound memory).
+struct MatrixSet {
+  DType type{};
+  int64_t rows = 0, cols = 0;
+  size_t stride = 0;
+  std::vector<std::unique_ptr<uint8_t[]>> copies;
+};
+
+MatrixSet& matrices(DType t, int64_t rows, int64_t cols, bool cold) {
+  static MatrixSet set;
+  const size_t stride = dtype_row_bytes(t, cols);
+  const size_t bytes = stride * static_cast<size_t>(rows);
+  const size_t want = cold ? std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes) : 1;
+  if (set.type != t || set.rows != rows || set.cols != cols || set.copies.size() < want) {
+    set.copies.clear();
+    set.type = t;
+    set.rows = rows;
+    set.cols = cols;
+    set.stride = stride;
+    // 64 random rows, repeated: quick to build, and the values do not change the speed.
+    std::mt19937 rng(42);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const int64_t pool_rows = std::min<int64_t>(64, rows);
+    std::vector<uint8_t> pool(stride * pool_rows);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < pool_rows; ++r) {
+      for (float& v : row) v = nd(rng);
+      quantize_row(t, row.data(), pool.data() + r * stride, cols);
+    }
+    for (size_t c = 0; c < want; ++c) {
+      set.copies.emplace_back(new uint8_t[bytes]);
+      for (int64_t r = 0; r < rows; r += pool_rows) {
+        const int64_t n = std::min(pool_rows, rows - r);
+        std::memcpy(set.copies.back().get() + r * stride, pool.data(), n * stride);
+      }
+    }
+  }
+  return set;
+}
+
+void bm_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t n, Isa isa, bool cold) {
+  MatrixSet& m = matrices(t, rows, cols, cold);
+  const size_t copies = cold ? m.copies.size() : 1;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (float& v : x) v = nd(rng);
+  ActRows acts;
+  acts.convert(x.data(), n, cols, cols, activation_type(t));
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  isa_force(isa);
+  size_t c = 0;
+  double best = 1e30;
+  for (auto _ : state) {
+    const MatRef w{t, m.copies[c].get(), rows, cols, m.stride};
+    const auto t0 = std::chrono::steady_clock::now();
+    matmul(w, acts, y.data(), rows, 0, rows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    c = c + 1 == copies ? 0 : c + 1;
+  }
+  isa_force(isa_best());
+  const double bytes = static_cast<double>(m.stride) * static_cast<double>(rows);
+  // The machine is shared: the fastest single call is the best estimate of the uncontended speed.
+  state.counters["best_GB/s"] = bytes / best * 1e-9;
+  state.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
+// The roofline: a plain streaming read of a 256 MiB buffer (fastest single call reported too).
+void bm_read(benchmark::State& state) {
+  const size_t n = kColdBytes / sizeof(uint64_t);
+  static std::vector<uint64_t> buf(n, 1);
+  double best = 1e30;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    __m128i acc[4] = {};
+    const auto* p = reinterpret_cast<const __m128i*>(buf.data());
+    for (size_t i = 0; i < n / 2; i += 4) {
+      for (int j = 0; j < 4; ++j) acc[j] = _mm_add_epi64(acc[j], _mm_load_si128(p + i + j));
+    }
+    benchmark::DoNotOptimize(acc);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  state.counters["GB/s"] = benchmark::Counter(double(kColdBytes), benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+  state.counters["best_GB/s"] = double(kColdBytes) / best * 1e-9;
+}
+
+// Decode GEMV against a plain read of the same number of cold bytes, the two interleaved call by
+// call so that load from other processes hits both alike. Reports medians and the ratio: the
+// fraction of the achievable single-thread bandwidth the kernel reaches.
+size_t g_read_prefetch = 4096;
+
+// The roofline read with 64-byte loads where the CPU has them (16-byte loads read slower here).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12, inside _mm512_reduce_add_epi64
+__attribute__((target("avx512f"))) uint64_t read_stream_avx512(const uint8_t* p, size_t bytes) {
+  __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (size_t i = 0; i + 256 <= bytes; i += 256) {
+    for (int j = 0; j < 4; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + 64 * j) + g_read_prefetch, _MM_HINT_T0);
+      acc[j] = _mm512_add_epi64(acc[j], _mm512_loadu_si512(p + i + 64 * j));
+    }
+  }
+  return static_cast<uint64_t>(_mm512_reduce_add_epi64(
+      _mm512_add_epi64(_mm512_add_epi64(acc[0], acc[1]), _mm512_add_epi64(acc[2], acc[3]))));
+}
+#pragma GCC diagnostic pop
+
+uint64_t read_stream(const uint8_t* p, size_t bytes) {
+  if (__builtin_cpu_supports("avx512f")) return read_stream_avx512(p, bytes);
+  __m128i acc[4] = {};
+  const auto* q = reinterpret_cast<const __m128i*>(p);
+  for (size_t i = 0; i + 4 <= bytes / 16; i += 4) {
+    _mm_prefetch(reinterpret_cast<const char*>(q + i) + g_read_prefetch, _MM_HINT_T0);
+    for (int j = 0; j < 4; ++j) acc[j] = _mm_add_epi64(acc[j], _mm_loadu_si128(q + i + j));
+  }
+  acc[0] = _mm_add_epi64(_mm_add_epi64(acc[0], acc[1]), _mm_add_epi64(acc[2], acc[3]));
+  return static_cast<uint64_t>(_mm_cvtsi128_si64(acc[0]));
+}
+
+void bm_paired(benchmark::State& state, DType t, int64_t rows, int64_t cols, Isa isa) {
+  MatrixSet& m = matrices(t, rows, cols, true);
+  const size_t copies = m.copies.size();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+  for (float& v : x) v = nd(rng);
+  ActRows acts;
+  acts.convert(x.data(), 1, cols, cols, activation_type(t));
+  const size_t bytes = m.stride * static_cast<size_t>(rows);
+  std::vector<double> tk, tr;
+  isa_force(isa);
+  size_t c = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    matmul(MatRef{t, m.copies[c].get(), rows, cols, m.stride}, acts, y.data(), rows, 0, rows);
+    benchmark::DoNotOptimize(y.data());
+    auto t1 = std::chrono::steady_clock::now();
+    c = c + 1 == copies ? 0 : c + 1;
+    benchmark::DoNotOptimize(read_stream(m.copies[c].get(), bytes));
+    auto t2 = std::chrono::steady_clock::now();
+    c = c + 1 == copies ? 0 : c + 1;
+    tk.push_back(std::chrono::duration<double>(t1 - t0).count());
+    tr.push_back(std::chrono::duration<double>(t2 - t1).count());
+  }
+  isa_force(isa_best());
+  std::sort(tk.begin(), tk.end());
+  std::sort(tr.begin(), tr.end());
+  const double k_med = bytes / tk[tk.size() / 2] * 1e-9, r_med = bytes / tr[tr.size() / 2] * 1e-9;
+  state.counters["kernel_GB/s"] = k_med;
+  state.counters["read_GB/s"] = r_med;
+  state.counters["ratio"] = k_med / r_med;
+  state.counters["kernel_best"] = bytes / tk[0] * 1e-9;
+  state.counters["read_best"] = bytes / tr[0] * 1e-9;
+}
+
+void bm_convert(benchmark::State& state, DType t, int64_t cols, int64_t n) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (float& v : x) v = nd(rng);
+  ActRows acts;
+  for (auto _ : state) {
+    acts.convert(x.data(), n, cols, cols, t);
+    benchmark::DoNotOptimize(acts.row(0));
+  }
+  state.SetItemsProcessed(state.iterations() * n * cols);
+}
+
+void register_all() {
+  benchmark::RegisterBenchmark("roofline/read_256MiB", bm_read)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  struct Shape { int64_t rows, cols; };
+  const Shape shapes[] = {{512, 2048}, {2048, 512}, {8192, 2048}, {248320, 2048}};
+  const DType types[] = {DType::Q4_0, DType::Q8_0, DType::BF16, DType::F16, DType::F32};
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (static_cast<int>(isa) <= static_cast<int>(isa_best())) isas.push_back(isa);
+  }
+  for (DType t : types) {
+    for (const Shape& s : shapes) {
+      const bool head = s.rows > 100000;
+      for (bool cold : {true, false}) {
+        if (head && !cold) continue;  // the head never fits in cache
+        for (Isa isa : isas) {
+          if (isa == Isa::Scalar && (s.rows * s.cols > (int64_t{1} << 20) || !cold)) continue;  // reference only
+          for (int64_t n : {1, 8, 32}) {
+            if (n > 1 && head) continue;
+            const std::string name = std::string(dtype_name(t)) + "/" + std::to_string(s.rows) + "x" +
+                                     std::to_string(s.cols) + "/n" + std::to_string(n) + "/" +
+                                     std::string(isa_name(isa)) + (cold ? "/cold" : "/hot");
+            benchmark::RegisterBenchmark(name.c_str(), bm_matmul, t, s.rows, s.cols, n, isa, cold)
+                ->Unit(benchmark::kMicrosecond)
+                ->UseRealTime();
+          }
+        }
+      }
+    }
+  }
+  for (DType t : types) {
+    for (const Shape& s : shapes) {
+      for (Isa isa : isas) {
+        if (isa == Isa::Scalar) continue;
+        const std::string name = "paired/" + std::string(dtype_name(t)) + "/" + std::to_string(s.rows) + "x" +
+                                 std::to_string(s.cols) + "/" + std::string(isa_name(isa));
+        benchmark::RegisterBenchmark(name.c_str(), bm_paired, t, s.rows, s.cols, isa)->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  for (DType t : {DType::Q8_0, DType::F16, DType::BF16}) {
+    for (int64_t n : {1, 32}) {
+      const std::string name = "convert/" + std::string(dtype_name(t)) + "/2048/n" + std::to_string(n);
+      benchmark::RegisterBenchmark(name.c_str(), bm_convert, t, int64_t{2048}, n)->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const char* e = std::getenv("READ_PF")) g_read_prefetch = std::strtoul(e, nullptr, 10);
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

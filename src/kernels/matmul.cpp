@@ -1,0 +1,224 @@
+// Activation conversion, the scalar reference matmul, and run-time choice of the SIMD path.
+#include "kernels/matmul.h"
+
+#include <atomic>
+#include <cstring>
+#include <stdexcept>
+
+#include "kernels/convert.h"
+#include "kernels/matmul_internal.h"
+
+namespace clover::kernels {
+
+using detail::MatmulCall;
+
+DType activation_type(DType weight_type) {
+  switch (weight_type) {
+    case DType::Q4_0:
+    case DType::Q8_0:
+      return DType::Q8_0;
+    default:
+      return weight_type;
+  }
+}
+
+namespace {
+
+// Writes one Q8_0 activation row in the packed layout of matmul_internal.h.
+void pack_q8_0_row(const BlockQ8_0* blocks, int64_t n_blocks, uint8_t* dst) {
+  for (int64_t g = 0; g * 4 < n_blocks; ++g, dst += detail::kPackGroupBytes) {
+    uint8_t* lo = dst;
+    uint8_t* hi = dst + 64;
+    int32_t lsum[16] = {};
+    float d[16] = {};
+    std::memset(dst, 0, 128);
+    for (int k = 0; k < 4 && g * 4 + k < n_blocks; ++k) {
+      const BlockQ8_0& b = blocks[g * 4 + k];
+      std::memcpy(lo + 16 * k, b.qs, 16);
+      std::memcpy(hi + 16 * k, b.qs + 16, 16);
+      for (int j = 0; j < 16; ++j) lsum[4 * k + j / 4] += b.qs[j] + b.qs[16 + j];
+      for (int j = 0; j < 4; ++j) d[4 * k + j] = fp16_to_fp32(b.d);
+    }
+    std::memcpy(dst + 128, lsum, sizeof lsum);
+    std::memcpy(dst + 192, d, sizeof d);
+  }
+}
+
+}  // namespace
+
+void ActRows::convert(const float* x, int64_t n_rows, int64_t cols, int64_t x_stride, DType type) {
+  if (type != activation_type(type)) throw std::invalid_argument("ActRows: not an activation type");
+  if (cols % dtype_block_size(type) != 0) throw std::invalid_argument("ActRows: cols not a multiple of the block");
+  type_ = type;
+  rows_ = n_rows;
+  cols_ = cols;
+  row_bytes_ = dtype_row_bytes(type, cols);
+  size_t need = static_cast<size_t>(n_rows) * row_bytes_;
+  const bool packed = type == DType::Q8_0;
+  if (packed) need += detail::kPackAlign + static_cast<size_t>(n_rows) * detail::packed_row_bytes(cols);
+  if (buf_.size() < need) buf_.resize(need);
+
+  uint8_t* pbase = packed ? detail::place_packed_rows(buf_.data() + static_cast<size_t>(n_rows) * row_bytes_) : nullptr;
+  const bool simd = isa_active() == Isa::Avx512;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* src = x + r * x_stride;
+    uint8_t* dst = buf_.data() + static_cast<size_t>(r) * row_bytes_;
+    if (type == DType::Q8_0) {
+      auto* blocks = reinterpret_cast<BlockQ8_0*>(dst);
+      uint8_t* prow = pbase + static_cast<size_t>(r) * detail::packed_row_bytes(cols);
+      if (simd) {
+        detail::convert_q8_0_avx512(src, cols, blocks, prow);
+      } else {
+        quantize_row_q8_0_activation(src, blocks, cols);
+        pack_q8_0_row(blocks, cols / kQK, prow);
+      }
+    } else if (type == DType::F16 && isa_active() != Isa::Scalar) {
+      detail::convert_f16_f16c(src, cols, reinterpret_cast<uint16_t*>(dst));
+    } else if (type == DType::BF16 && isa_active() != Isa::Scalar) {
+      detail::convert_bf16_avx2(src, cols, reinterpret_cast<uint16_t*>(dst));
+    } else {
+      quantize_row(type, src, dst, cols);  // F32 copy, F16 / BF16 round to nearest even
+    }
+  }
+}
+
+// ---- scalar reference ----------------------------------------------------------------------
+
+namespace {
+
+float dot_ref(DType t, const void* wrow, const void* arow, int64_t cols) {
+  float acc = 0.0f;
+  switch (t) {
+    case DType::F32: {
+      const auto* w = static_cast<const float*>(wrow);
+      const auto* a = static_cast<const float*>(arow);
+      for (int64_t k = 0; k < cols; ++k) acc += w[k] * a[k];
+      break;
+    }
+    case DType::F16: {
+      const auto* w = static_cast<const uint16_t*>(wrow);
+      const auto* a = static_cast<const uint16_t*>(arow);
+      for (int64_t k = 0; k < cols; ++k) acc += fp16_to_fp32(w[k]) * fp16_to_fp32(a[k]);
+      break;
+    }
+    case DType::BF16: {
+      const auto* w = static_cast<const uint16_t*>(wrow);
+      const auto* a = static_cast<const uint16_t*>(arow);
+      for (int64_t k = 0; k < cols; ++k) acc += bf16_to_fp32(w[k]) * bf16_to_fp32(a[k]);
+      break;
+    }
+    case DType::Q4_0: {
+      const auto* w = static_cast<const BlockQ4_0*>(wrow);
+      const auto* a = static_cast<const BlockQ8_0*>(arow);
+      for (int64_t b = 0; b < cols / kQK; ++b) {
+        int32_t sumi = 0;
+        for (int j = 0; j < kQK / 2; ++j) {
+          sumi += ((w[b].qs[j] & 0x0f) - 8) * a[b].qs[j];
+          sumi += ((w[b].qs[j] >> 4) - 8) * a[b].qs[j + kQK / 2];
+        }
+        acc += static_cast<float>(sumi) * (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d));
+      }
+      break;
+    }
+    case DType::Q8_0: {
+      const auto* w = static_cast<const BlockQ8_0*>(wrow);
+      const auto* a = static_cast<const BlockQ8_0*>(arow);
+      for (int64_t b = 0; b < cols / kQK; ++b) {
+        int32_t sumi = 0;
+        for (int j = 0; j < kQK; ++j) sumi += w[b].qs[j] * a[b].qs[j];
+        acc += static_cast<float>(sumi) * (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d));
+      }
+      break;
+    }
+  }
+  return acc;
+}
+
+void matmul_scalar(const MatmulCall& c) {
+  const auto* wbase = static_cast<const uint8_t*>(c.w->data);
+  for (int64_t i = 0; i < c.n; ++i) {
+    const void* arow = c.acts->row(c.act_index(i));
+    for (int64_t o = c.o_begin; o < c.o_end; ++o) {
+      c.y[i * c.ldy + o] = dot_ref(c.w->type, wbase + static_cast<size_t>(o) * c.w->row_stride, arow, c.w->cols);
+    }
+  }
+}
+
+void check_call(const MatRef& w, const ActRows& acts, int64_t o_begin, int64_t o_end) {
+  if (acts.type() != activation_type(w.type)) throw std::invalid_argument("matmul: activation type mismatch");
+  if (acts.cols() != w.cols) throw std::invalid_argument("matmul: activation cols != weight cols");
+  if (o_begin < 0 || o_end > w.rows || o_begin > o_end) throw std::invalid_argument("matmul: bad output row range");
+}
+
+// ---- ISA selection -------------------------------------------------------------------------
+
+int isa_rank(Isa isa) { return static_cast<int>(isa); }
+
+Isa detect_best() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bf16") &&
+      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    return Isa::Avx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    return Isa::Avx2;
+  }
+  return Isa::Scalar;
+}
+
+std::atomic<Isa>& active_isa() {
+  static std::atomic<Isa> isa{isa_best()};
+  return isa;
+}
+
+void run(const MatmulCall& c) {
+  switch (active_isa().load(std::memory_order_relaxed)) {
+    case Isa::Avx512: detail::matmul_avx512(c); break;
+    case Isa::Avx2: detail::matmul_avx2(c); break;
+    case Isa::Scalar: matmul_scalar(c); break;
+  }
+}
+
+}  // namespace
+
+Isa isa_best() {
+  static const Isa best = detect_best();
+  return best;
+}
+
+Isa isa_active() { return active_isa().load(std::memory_order_relaxed); }
+
+void isa_force(Isa isa) {
+  active_isa().store(isa_rank(isa) <= isa_rank(isa_best()) ? isa : isa_best(), std::memory_order_relaxed);
+}
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+// ---- entry points --------------------------------------------------------------------------
+
+void matmul(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end) {
+  check_call(w, acts, o_begin, o_end);
+  run(MatmulCall{&w, &acts, nullptr, acts.rows(), y, ldy, o_begin, o_end});
+}
+
+void matmul_selected(const MatRef& w, const ActRows& acts, const int32_t* sel, int64_t n_sel, float* y,
+                     int64_t ldy, int64_t o_begin, int64_t o_end) {
+  check_call(w, acts, o_begin, o_end);
+  run(MatmulCall{&w, &acts, sel, n_sel, y, ldy, o_begin, o_end});
+}
+
+void matmul_ref(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end) {
+  check_call(w, acts, o_begin, o_end);
+  matmul_scalar(MatmulCall{&w, &acts, nullptr, acts.rows(), y, ldy, o_begin, o_end});
+}
+
+}  // namespace clover::kernels

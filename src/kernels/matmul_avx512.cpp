@@ -1,0 +1,362 @@
+// AVX-512 matmul kernels (F + BW + VL + VNNI + VBMI + BF16); compiled with those target flags.
+//
+// Micro-kernel: kNW weight rows x NA activation rows, one 16-lane fp32 accumulator per output
+// element. Every output element sees exactly the same instruction sequence whatever NW and NA
+// are, and the final lane reduction is fixed, so results are batch-invariant.
+//
+// Q4_0 / Q8_0: a group of 4 weight blocks (128 values) is loaded with two or four unaligned
+// loads and rearranged with vpermt2b into "bytes 0..15 of blocks 0..3" (lo) and "bytes 16..31"
+// (hi), matching the packed activation layout (matmul_internal.h). vpdpbusd needs an unsigned
+// left operand, so the weights enter biased (a Q4_0 nibble is already value + 8; Q8_0 bytes are
+// flipped to value + 128) and bias * sum(a) is subtracted, using the per-lane sums stored with
+// the packed activations. The int32 lane sums are exact; per lane,
+// acc = fma(float(lane), d_w * d_a, acc), as ggml's x86 vec_dot does per block.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "kernels/convert.h"
+#include "kernels/matmul_internal.h"
+
+namespace clover::kernels::detail {
+namespace {
+
+constexpr int kNW = 4;       // weight rows per micro-kernel
+constexpr int kNAQuant = 4;  // activation rows per micro-kernel, quantised weights
+constexpr int kNAFloat = 4;  // activation rows per micro-kernel, float weights
+constexpr size_t kPrefetchLead = 2048;  // bytes into the next tile the prefetch stream runs ahead
+
+#define CLOVER_INLINE inline __attribute__((always_inline))
+// The tile loops over NW / NA must become straight-line code with the accumulators in registers.
+#define CLOVER_UNROLL _Pragma("GCC unroll 16")
+
+// Byte k of the result picks byte idx[k] of the 128-byte pair (a, b) of vpermt2b.
+template <int Stride, int Offset>
+constexpr std::array<uint8_t, 64> block_half_index() {
+  std::array<uint8_t, 64> idx{};
+  for (int k = 0; k < 4; ++k) {
+    for (int j = 0; j < 16; ++j) idx[16 * k + j] = static_cast<uint8_t>(Stride * k + Offset + j);
+  }
+  return idx;
+}
+// Word k (k < 16) picks the fp16 scale of block k / 4; words are 2-byte units of the pair (a, b).
+template <int Stride>
+constexpr std::array<uint16_t, 32> block_scale_index() {
+  std::array<uint16_t, 32> idx{};
+  for (int k = 0; k < 16; ++k) idx[k] = static_cast<uint16_t>(Stride * (k / 4) / 2);
+  return idx;
+}
+
+alignas(64) constexpr auto kQ4Qs = block_half_index<18, 2>();    // qs of Q4_0 blocks 0..3
+alignas(64) constexpr auto kQ4D = block_scale_index<18>();
+alignas(64) constexpr auto kQ8Lo = block_half_index<34, 2>();    // from bytes [0, 128)
+alignas(64) constexpr auto kQ8Hi = block_half_index<34, 10>();   // from bytes [8, 136)
+alignas(64) constexpr auto kQ8D = block_scale_index<34>();
+
+CLOVER_INLINE __m512i load_idx(const void* p) { return _mm512_load_si512(p); }
+
+// The first `avail` bytes at p (0..64); nothing past them is touched.
+CLOVER_INLINE __m512i load_bytes(const uint8_t* p, int64_t avail) {
+  const __mmask64 m = avail <= 0 ? 0 : avail >= 64 ? ~__mmask64{0} : (__mmask64{1} << avail) - 1;
+  return _mm512_maskz_loadu_epi8(m, p);
+}
+
+// Software prefetch for decoding, where weights stream from DRAM: while a tile of kNW rows is
+// computed, the next tile (the next kNW rows, contiguous in a weight matrix) is fetched at the
+// same pace, a little ahead. With the hardware prefetchers alone (they stop at 4 KiB pages) a
+// single thread reached ~70% of the bandwidth of a plain streaming read, with this ~90%.
+// Prefetches never fault, so running past the end of the matrix is harmless.
+template <int64_t Bytes>
+CLOVER_INLINE void prefetch_span(const uint8_t* p) {
+  CLOVER_UNROLL
+  for (int64_t l = 0; l < Bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
+}
+
+// One group of 4 blocks of one weight row, ready for vpdpbusd against packed activations.
+struct WGroup {
+  __m512i lo, hi;  // unsigned (biased) weight bytes
+  __m512 d;        // lane j: scale of block j / 4
+};
+
+template <bool Tail>
+CLOVER_INLINE WGroup load_q4_0(const uint8_t* wp, int64_t avail) {
+  __m512i a, b;
+  if constexpr (Tail) {
+    a = load_bytes(wp, avail);  // at most 3 blocks = 54 bytes
+    b = _mm512_setzero_si512();
+  } else {
+    a = _mm512_loadu_si512(wp);
+    b = _mm512_zextsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wp + 64)));
+  }
+  const __m512i qs = _mm512_permutex2var_epi8(a, load_idx(kQ4Qs.data()), b);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  WGroup g;
+  g.lo = _mm512_and_si512(qs, m4);
+  g.hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
+  g.d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(load_idx(kQ4D.data()), a)));
+  return g;
+}
+
+template <bool Tail>
+CLOVER_INLINE WGroup load_q8_0(const uint8_t* wp, int64_t avail) {
+  __m512i a, b, c, d;
+  if constexpr (Tail) {
+    a = load_bytes(wp, avail);
+    b = load_bytes(wp + 64, avail - 64);
+    c = load_bytes(wp + 8, avail - 8);
+    d = load_bytes(wp + 72, avail - 72);
+  } else {
+    a = _mm512_loadu_si512(wp);
+    b = _mm512_loadu_si512(wp + 64);
+    c = _mm512_loadu_si512(wp + 8);
+    d = _mm512_loadu_si512(wp + 72);
+  }
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  WGroup g;
+  g.lo = _mm512_xor_si512(_mm512_permutex2var_epi8(a, load_idx(kQ8Lo.data()), b), flip);
+  g.hi = _mm512_xor_si512(_mm512_permutex2var_epi8(c, load_idx(kQ8Hi.data()), d), flip);
+  g.d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(a, load_idx(kQ8D.data()), b)));
+  return g;
+}
+
+// Weight row by weight row (3 registers each), against every activation row; activation bytes
+// and scales are read from L1 as memory operands to leave the registers to the 4 x NA
+// accumulators (GCC 12 still spills a few at NA = 4; NA = 3 measured the same).
+template <DType T, int NW, int NA, bool Tail>
+CLOVER_INLINE void quant_group(const uint8_t* const* w, const uint8_t* const* a, int64_t g, int64_t avail,
+                               __m512 (&acc)[NW][NA]) {
+  constexpr size_t kGroupBytes = T == DType::Q4_0 ? 4 * sizeof(BlockQ4_0) : 4 * sizeof(BlockQ8_0);
+  constexpr int kBiasShift = T == DType::Q4_0 ? 3 : 7;  // bias 8 or 128
+  const uint8_t* ap[NA];
+  __m512i nbias[NA];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) {
+    ap[r] = a[r] + g * kPackGroupBytes;
+    nbias[r] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_loadu_si512(ap[r] + 128), kBiasShift));
+  }
+  CLOVER_UNROLL
+  for (int i = 0; i < NW; ++i) {
+    const uint8_t* wp = w[i] + g * kGroupBytes;
+    const WGroup wg = T == DType::Q4_0 ? load_q4_0<Tail>(wp, avail) : load_q8_0<Tail>(wp, avail);
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) {
+      __m512i s = _mm512_dpbusd_epi32(nbias[r], wg.lo, _mm512_loadu_si512(ap[r]));
+      s = _mm512_dpbusd_epi32(s, wg.hi, _mm512_loadu_si512(ap[r] + 64));
+      const __m512 d = _mm512_mul_ps(wg.d, _mm512_loadu_ps(reinterpret_cast<const float*>(ap[r] + 192)));
+      acc[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc[i][r]);
+    }
+  }
+}
+
+// w[i]: weight row i; a[r]: packed activation row r; out[r][i] receives the dot product.
+// pf: where the next tile's weights start (see prefetch_span).
+template <DType T, int NW, int NA>
+void tile_quant(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, float* const* out, const uint8_t* pf) {
+  constexpr int64_t kBlockBytes = T == DType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  __m512 acc[NW][NA];
+  CLOVER_UNROLL
+  for (int i = 0; i < NW; ++i)
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) acc[i][r] = _mm512_setzero_ps();
+  const int64_t nb = cols / kQK;
+  const int64_t full = nb / 4;
+  constexpr int64_t kTileGroupBytes = NW * 4 * kBlockBytes;
+  for (int64_t g = 0; g < full; ++g, pf += kTileGroupBytes) {
+    prefetch_span<kTileGroupBytes>(pf);
+    quant_group<T, NW, NA, false>(w, a, g, 0, acc);
+  }
+  if (nb % 4) quant_group<T, NW, NA, true>(w, a, full, (nb % 4) * kBlockBytes, acc);
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r)
+    CLOVER_UNROLL
+    for (int i = 0; i < NW; ++i) out[r][i] = _mm512_reduce_add_ps(acc[i][r]);
+}
+
+// Float weights. F32 and F16: 16 values per step, fma. BF16: 32 values per step, vdpbf16ps.
+template <DType T>
+CLOVER_INLINE __m512 load_f(const uint8_t* p, int64_t k, int64_t n) {  // n: values left (masked if < step)
+  if constexpr (T == DType::F32) {
+    const float* f = reinterpret_cast<const float*>(p) + k;
+    return n >= 16 ? _mm512_loadu_ps(f) : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), f);
+  } else if constexpr (T == DType::F16) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(p) + k;
+    const __m256i v = n >= 16 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h))
+                              : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1), h);
+    return _mm512_cvtph_ps(v);
+  } else {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(p) + k;
+    const __m512i v = n >= 32 ? _mm512_loadu_si512(h)
+                              : _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << n) - 1), h);
+    return _mm512_castsi512_ps(v);
+  }
+}
+
+template <DType T>
+CLOVER_INLINE __m512 fdot_step(__m512 acc, __m512 w, __m512 a) {
+  if constexpr (T == DType::BF16) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_castps_si512(w), (__m512bh)_mm512_castps_si512(a));
+  } else {
+    return _mm512_fmadd_ps(w, a, acc);
+  }
+}
+
+template <DType T, int NW, int NA>
+void tile_float(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, float* const* out, const uint8_t* pf) {
+  constexpr int64_t kStep = T == DType::BF16 ? 32 : 16;
+  constexpr int64_t kTileStepBytes = NW * kStep * (T == DType::F32 ? 4 : 2);
+  __m512 acc[NW][NA];
+  CLOVER_UNROLL
+  for (int i = 0; i < NW; ++i)
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) acc[i][r] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + kStep <= cols; k += kStep, pf += kTileStepBytes) {
+    prefetch_span<kTileStepBytes>(pf);
+    __m512 wv[NW];
+    CLOVER_UNROLL
+    for (int i = 0; i < NW; ++i) wv[i] = load_f<T>(w[i], k, kStep);
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) {
+      const __m512 av = load_f<T>(a[r], k, kStep);
+      CLOVER_UNROLL
+      for (int i = 0; i < NW; ++i) acc[i][r] = fdot_step<T>(acc[i][r], wv[i], av);
+    }
+  }
+  if (k < cols) {
+    __m512 wv[NW];
+    CLOVER_UNROLL
+    for (int i = 0; i < NW; ++i) wv[i] = load_f<T>(w[i], k, cols - k);
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) {
+      const __m512 av = load_f<T>(a[r], k, cols - k);
+      CLOVER_UNROLL
+      for (int i = 0; i < NW; ++i) acc[i][r] = fdot_step<T>(acc[i][r], wv[i], av);
+    }
+  }
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r)
+    CLOVER_UNROLL
+    for (int i = 0; i < NW; ++i) out[r][i] = _mm512_reduce_add_ps(acc[i][r]);
+}
+
+template <DType T, int NW, int NA>
+void tile(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, float* const* out, const uint8_t* pf) {
+  if constexpr (T == DType::Q4_0 || T == DType::Q8_0) {
+    tile_quant<T, NW, NA>(w, a, cols, out, pf);
+  } else {
+    tile_float<T, NW, NA>(w, a, cols, out, pf);
+  }
+}
+
+using TileFn = void (*)(const uint8_t* const*, const uint8_t* const*, int64_t, float* const*, const uint8_t*);
+
+template <DType T, int NW, int... NA>
+constexpr std::array<TileFn, sizeof...(NA)> tile_table(std::integer_sequence<int, NA...>) {
+  return {&tile<T, NW, NA + 1>...};
+}
+
+// Weight rows in tiles of kNW (a last partial tile row by row), activation rows in chunks of
+// up to kNA; the kNW weight rows stay in L1 while every activation chunk passes over them.
+template <DType T>
+void run_type(const MatmulCall& c) {
+  constexpr bool kQuant = T == DType::Q4_0 || T == DType::Q8_0;
+  constexpr int kNA = kQuant ? kNAQuant : kNAFloat;
+  static constexpr auto kTiles4 = tile_table<T, kNW>(std::make_integer_sequence<int, kNA>{});
+  static constexpr auto kTiles1 = tile_table<T, 1>(std::make_integer_sequence<int, kNA>{});
+
+  const auto* wbase = static_cast<const uint8_t*>(c.w->data);
+  const uint8_t* pbase = kQuant ? packed_rows(*c.acts) : nullptr;
+  const size_t prow = packed_row_bytes(c.w->cols);
+  const int64_t cols = c.w->cols;
+  const size_t act_row_bytes = kQuant ? prow : dtype_row_bytes(c.acts->type(), cols);
+  // Long batches (prefill) in panels of activation rows that stay in L2 while all weight tiles
+  // pass; each output element is still computed by one tile call, so panels change no result.
+  const int64_t panel = panel_rows(act_row_bytes, kNA);
+  for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
+    const int64_t p1 = std::min(c.n, p0 + panel);
+    for (int64_t o = c.o_begin; o < c.o_end; o += kNW) {
+      const int64_t nw = std::min<int64_t>(kNW, c.o_end - o);
+      for (int64_t i0 = p0; i0 < p1; i0 += kNA) {
+        const int na = static_cast<int>(std::min<int64_t>(kNA, p1 - i0));
+        const uint8_t* a[kNA];
+        float* out[kNA];
+        for (int r = 0; r < na; ++r) {
+          const int64_t idx = c.act_index(i0 + r);
+          a[r] = kQuant ? pbase + static_cast<size_t>(idx) * prow : static_cast<const uint8_t*>(c.acts->row(idx));
+          out[r] = c.y + (i0 + r) * c.ldy + o;
+        }
+        if (nw == kNW) {
+          const uint8_t* w[kNW];
+          for (int i = 0; i < kNW; ++i) w[i] = wbase + static_cast<size_t>(o + i) * c.w->row_stride;
+          kTiles4[na - 1](w, a, cols, out, w[0] + kNW * c.w->row_stride + kPrefetchLead);
+        } else {
+          for (int64_t i = 0; i < nw; ++i) {
+            const uint8_t* w1 = wbase + static_cast<size_t>(o + i) * c.w->row_stride;
+            float* out1[kNA];
+            for (int r = 0; r < na; ++r) out1[r] = out[r] + i;
+            kTiles1[na - 1](&w1, a, cols, out1, w1 + c.w->row_stride + kPrefetchLead);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void convert_q8_0_avx512(const float* x, int64_t cols, BlockQ8_0* row, uint8_t* packed) {
+  const int64_t nb = cols / kQK;
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t g = 0; g * 4 < nb; ++g) {
+    uint8_t* dst = packed + g * kPackGroupBytes;
+    alignas(64) int32_t lsum[16] = {};
+    alignas(64) float d[16] = {};
+    if (nb - g * 4 < 4) std::memset(dst, 0, 128);
+    for (int64_t k = 0; k < 4 && g * 4 + k < nb; ++k) {
+      const int64_t b = g * 4 + k;
+      const float* xb = x + b * kQK;
+      const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+      const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      if (id <= 3.0e38f) {
+        // cvtps2dq rounds half to even (MXCSR default), like _mm256_round_ps + cvtps in ggml.
+        const __m512 m = _mm512_set1_ps(id);
+        row[b].d = static_cast<uint16_t>(_cvtss_sh(amax / 127.0f, 0));
+        const __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, m)));
+        const __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, m)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(row[b].qs), q0);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(row[b].qs + 16), q1);
+      } else {
+        quantize_row_q8_0_activation(xb, &row[b], kQK);  // tiny amax: the scalar code has the x86 edge cases
+      }
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[b].qs));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[b].qs + 16));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * k), lo);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 64 + 16 * k), hi);
+      alignas(64) int32_t t[16];
+      _mm512_store_si512(t, _mm512_add_epi32(_mm512_cvtepi8_epi32(lo), _mm512_cvtepi8_epi32(hi)));
+      const float db = _cvtsh_ss(row[b].d);
+      for (int j = 0; j < 4; ++j) {
+        lsum[4 * k + j] = t[4 * j] + t[4 * j + 1] + t[4 * j + 2] + t[4 * j + 3];
+        d[4 * k + j] = db;
+      }
+    }
+    std::memcpy(dst + 128, lsum, sizeof lsum);
+    std::memcpy(dst + 192, d, sizeof d);
+  }
+}
+
+void matmul_avx512(const MatmulCall& c) {
+  switch (c.w->type) {
+    case DType::F32: run_type<DType::F32>(c); break;
+    case DType::F16: run_type<DType::F16>(c); break;
+    case DType::BF16: run_type<DType::BF16>(c); break;
+    case DType::Q4_0: run_type<DType::Q4_0>(c); break;
+    case DType::Q8_0: run_type<DType::Q8_0>(c); break;
+  }
+}
+
+}  // namespace clover::kernels::detail
