@@ -61,11 +61,29 @@ struct SamplingOptions {
 
 enum class FinishReason { None, Stop, Length };
 
+// How tokens are produced (CLOVER-SPEC section 2).
+enum class DecodeMode {
+  AR,         // one token per forward pass
+  Diffusion,  // block diffusion: fill every position of a block that reaches the threshold, per pass
+  Spec,       // guess-then-verify: draft a block by denoising, keep the prefix the causal pass agrees with
+};
+
+// A block of a diffusion or spec step, after a denoising pass (for drawing it as it fills in).
+struct BlockEvent {
+  std::vector<int32_t> tokens;  // block positions; undecided ones hold the mask token
+  std::vector<bool> decided;
+  int pass = 0;                 // 1 for the first denoising pass of the block
+};
+
 struct GenerateOptions {
   int max_tokens = 128;
   SamplingOptions sampling;
   std::vector<std::string> stop;  // stop strings (not included in the output)
   bool ignore_eos = false;
+  DecodeMode mode = DecodeMode::AR;
+  float threshold = -1.0f;  // diffusion confidence threshold; < 0: the model's (0.95)
+  int block_size = 0;       // positions per block; 0: the model's (32)
+  std::function<void(const BlockEvent&)> on_block;  // optional: every denoising pass
 };
 
 struct GenerateStats {
@@ -74,6 +92,9 @@ struct GenerateStats {
   int generated_tokens = 0;
   double prompt_seconds = 0, generate_seconds = 0;
   int passes = 0;              // forward passes after the prompt
+  int denoise_passes = 0;      // of which denoising passes (diffusion, spec drafts)
+  int blocks = 0;              // blocks completed (diffusion, spec cycles)
+  double denoise_seconds = 0;  // time in denoising passes
 };
 
 // What a generation reports as it goes.
@@ -99,6 +120,9 @@ class Session {
   // Appends tokens to the sequence; returns logits for the last position, or for every
   // appended position when all_positions (row-major [position][n_vocab]).
   virtual std::vector<float> eval(std::span<const int32_t> tokens, bool all_positions) = 0;
+  // One denoising pass over a block (the pending token, then tokens or the mask token) after the
+  // committed tokens; returns logits for every block position. The session is left unchanged.
+  virtual std::vector<float> denoise(std::span<const int32_t> block, bool reverse_path = true) = 0;
   // Generates after `prompt` (the tokens already in the session that match the prompt's start
   // are reused). Streams events; returns the final one.
   virtual Event generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) = 0;

@@ -17,11 +17,15 @@ Runner add_logits_command(CLI::App& app) {
     int threads = 0, n_ctx = 0, batch = 256;
     int chunk = 0;
     std::string routing_trace;
+    std::string denoise_block;
+    bool no_reverse = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("logits", "write raw float32 logits for a list of token ids");
   c->add_option("-m,--model", a->model, "GGUF model file")->required();
-  c->add_option("--tokens", a->tokens_file, "JSON file with an array of token ids")->required();
+  c->add_option("--tokens", a->tokens_file, "JSON file with an array of token ids (with --denoise: the committed prefix, may be [])")->required();
+  c->add_option("--denoise", a->denoise_block, "JSON file with a block [pending, tokens or mask ids...]: write the logits of one denoising pass after the prefix");
+  c->add_flag("--no-reverse", a->no_reverse, "denoise without the reverse in-block GDN path");
   c->add_option("--out", a->out, "output file: float32 [position][n_vocab]")->required();
   c->add_flag("--all", a->all, "logits of every position (default: the last one)");
   c->add_option("-t,--threads", a->threads, "threads (0: all cores)");
@@ -38,28 +42,44 @@ Runner add_logits_command(CLI::App& app) {
     } catch (const std::exception& e) {
       throw Error(a->tokens_file + ": " + e.what());
     }
-    if (!j.is_array() || j.empty()) throw Error(a->tokens_file + ": expected a non-empty JSON array of token ids");
+    if (!j.is_array() || (j.empty() && a->denoise_block.empty())) throw Error(a->tokens_file + ": expected a non-empty JSON array of token ids");
     std::vector<int32_t> ids;
     for (const auto& v : j) {
       if (!v.is_number_integer()) throw Error(a->tokens_file + ": token ids must be integers");
       ids.push_back(v.get<int32_t>());
     }
+    std::vector<int32_t> block;
+    if (!a->denoise_block.empty()) {
+      std::ifstream bin(a->denoise_block);
+      nlohmann::json bj;
+      try {
+        bj = nlohmann::json::parse(bin);
+      } catch (const std::exception& e) {
+        throw Error(a->denoise_block + ": " + e.what());
+      }
+      if (!bj.is_array() || bj.empty()) throw Error(a->denoise_block + ": expected a non-empty JSON array of token ids");
+      for (const auto& v : bj) {
+        if (!v.is_number_integer()) throw Error(a->denoise_block + ": token ids must be integers");
+        block.push_back(v.get<int32_t>());
+      }
+    }
     EngineOptions eo;
     eo.n_threads = a->threads;
-    eo.n_ctx = a->n_ctx > 0 ? a->n_ctx : static_cast<int>(ids.size());
+    eo.n_ctx = a->n_ctx > 0 ? a->n_ctx : static_cast<int>(ids.size() + block.size());
     eo.max_batch = a->batch;
     eo.routing_trace = a->routing_trace;
     auto engine = Engine::load(a->model, eo);
     auto session = engine->new_session();
     std::vector<float> out;
     const size_t step = a->chunk > 0 ? static_cast<size_t>(a->chunk) : ids.size();
-    for (size_t b = 0; b < ids.size(); b += step) {
+    for (size_t b = 0; b < ids.size() && !ids.empty(); b += step) {
       const size_t n = std::min(step, ids.size() - b);
       const bool last = b + n == ids.size();
       std::vector<float> l = session->eval(std::span<const int32_t>(ids.data() + b, n), a->all);
       if (a->all) out.insert(out.end(), l.begin(), l.end());
       else if (last) out = std::move(l);
     }
+    if (!block.empty()) out = session->denoise(block, !a->no_reverse);
     FILE* f = std::fopen(a->out.c_str(), "wb");
     if (!f) throw Error("cannot write " + a->out);
     const size_t written = std::fwrite(out.data(), sizeof(float), out.size(), f);

@@ -1,5 +1,6 @@
 // clover run: generate text from a prompt, streaming it as it is produced.
 #include <cstdio>
+#include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -26,6 +27,10 @@ struct RunArgs {
   bool ignore_eos = false;
   std::string prompt_tokens;  // JSON file of token ids instead of -p
   bool print_tokens = false;
+  std::string mode = "ar";
+  float threshold = -1.0f;
+  int block = 0;
+  bool show_blocks = false;
 };
 
 std::vector<int32_t> read_token_file(const std::string& path) {
@@ -68,6 +73,11 @@ Runner add_run_command(CLI::App& app) {
   c->add_option("-s,--seed", a->seed, "sampling seed");
   c->add_flag("--special", a->special, "parse special tokens written in the prompt");
   c->add_flag("--ignore-eos", a->ignore_eos, "keep generating after an end-of-generation token");
+  c->add_option("--mode", a->mode, "decoding mode: ar, diffusion (block diffusion) or spec (guess-then-verify)")
+      ->check(CLI::IsMember({"ar", "diffusion", "spec"}));
+  c->add_option("--threshold", a->threshold, "diffusion confidence threshold (default: the model's, 0.95)");
+  c->add_option("--block", a->block, "positions per block (default: the model's, 32)");
+  c->add_flag("--show-blocks", a->show_blocks, "draw each block filling in, pass by pass (stderr)");
   return [a] {
     EngineOptions eo;
     eo.n_threads = a->threads;
@@ -88,6 +98,26 @@ Runner add_run_command(CLI::App& app) {
     go.sampling.min_p = a->min_p;
     go.sampling.repeat_penalty = a->repeat_penalty;
     go.sampling.seed = a->seed;
+    go.mode = a->mode == "diffusion" ? DecodeMode::Diffusion : a->mode == "spec" ? DecodeMode::Spec : DecodeMode::AR;
+    go.threshold = a->threshold;
+    go.block_size = a->block;
+    const int mask = engine->info().mask_token;
+    if (a->show_blocks)
+      go.on_block = [&engine, mask](const BlockEvent& b) {
+        // One line per pass: decided positions as text, undecided ones as a shaded box.
+        std::string line = fmt::format("\x1b[2mpass {:2d}\x1b[0m ", b.pass);
+        for (size_t i = 0; i < b.tokens.size(); ++i) {
+          if (!b.decided[i] || b.tokens[i] == mask) {
+            line += "\u2591";
+            continue;
+          }
+          std::string piece = engine->token_text(b.tokens[i]);
+          for (char& ch : piece)
+            if (ch == '\n') ch = ' ';
+          line += "\x1b[1m" + piece + "\x1b[0m";
+        }
+        std::fprintf(stderr, "%s\n", line.c_str());
+      };
     const bool show_text = !a->print_tokens;
     if (show_text) std::fputs(a->prompt.c_str(), stdout);
     std::vector<int32_t> generated;
@@ -105,6 +135,9 @@ Runner add_run_command(CLI::App& app) {
                  s.prompt_tokens, s.prompt_seconds, s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0,
                  s.generated_tokens, s.generate_seconds, s.generate_seconds > 0 ? s.generated_tokens / s.generate_seconds : 0.0,
                  engine->n_threads());
+    if (go.mode != DecodeMode::AR)
+      std::fprintf(stderr, "mode %s: %d passes (%d denoising, %.3f s), %d blocks, %.2f tokens per pass\n", a->mode.c_str(), s.passes,
+                   s.denoise_passes, s.denoise_seconds, s.blocks, s.passes > 0 ? double(s.generated_tokens) / s.passes : 0.0);
     return 0;
   };
 }

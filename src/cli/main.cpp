@@ -1,7 +1,9 @@
 // clover: one binary, one subcommand per job.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <algorithm>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
@@ -22,13 +24,24 @@ int main(int argc, char** argv) {
   add(clover::cli::add_tokenize_command(app));
   add(clover::cli::add_inspect_command(app));
   add(clover::cli::add_synth_command(app));
+  add(clover::cli::add_patch_command(app));
+  add(clover::cli::add_vocab_command(app));
 #ifdef CLOVER_HAVE_CHAT_CLI
   add(clover::cli::add_template_command(app));
   add(clover::cli::add_parse_command(app));
 #endif
+#ifdef CLOVER_HAVE_SERVER
+  add(clover::cli::add_serve_command(app));
+#endif
 
+  // llama.cpp spells some options with one dash and several letters, which CLI11 cannot declare:
+  // accept them under their long names.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (auto& a : args)
+    if (a == "-np") a = "--parallel";
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

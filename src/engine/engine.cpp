@@ -10,6 +10,7 @@
 #include "gguf/gguf.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "decode/decoders.h"
 #include "sampling/sampler.h"
 
 namespace clover {
@@ -20,6 +21,9 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 constexpr int kMaxContext = 131072;
+// Positions past the context that a block pass may use as scratch (a block near the end of the
+// context still has all its positions).
+constexpr int kMaxBlock = 256;
 
 sampling::SamplingParams to_params(const SamplingOptions& o) {
   sampling::SamplingParams p;
@@ -41,18 +45,20 @@ class SessionImpl final : public Session {
  public:
   SessionImpl(EngineImpl& eng);
   int n_past() const override { return state_.n_past; }
-  int n_ctx() const override { return state_.n_ctx; }
+  int n_ctx() const override { return n_ctx_; }
   void reset() override {
     state_.reset();
     history_.clear();
   }
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_positions) override;
+  std::vector<float> denoise(std::span<const int32_t> block, bool reverse_path) override;
   Event generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) override;
 
  private:
   EngineImpl& eng_;
   model::SequenceState state_;
   std::vector<int32_t> history_;  // tokens in the state
+  int n_ctx_;                      // the context offered to requests (the state has block scratch beyond it)
 };
 
 class EngineImpl final : public Engine {
@@ -119,10 +125,12 @@ class EngineImpl final : public Engine {
   std::FILE* trace_ = nullptr;
 };
 
-SessionImpl::SessionImpl(EngineImpl& eng) : eng_(eng), state_(eng.model().hp(), eng.n_ctx()) {}
+SessionImpl::SessionImpl(EngineImpl& eng) : eng_(eng), state_(eng.model().hp(), eng.n_ctx() + kMaxBlock), n_ctx_(eng.n_ctx()) {}
 
 std::vector<float> SessionImpl::eval(std::span<const int32_t> tokens, bool all_positions) {
   const int n_vocab = eng_.model().hp().n_vocab;
+  if (state_.n_past + static_cast<int64_t>(tokens.size()) > n_ctx_)
+    throw Error(fmt::format("context full: {} cached + {} new tokens exceed the context of {}", state_.n_past, tokens.size(), n_ctx_));
   std::vector<float> logits(static_cast<size_t>(all_positions ? tokens.size() : 1) * n_vocab);
   try {
     eng_.forward().causal(state_, tokens, all_positions ? model::LogitRows::All : model::LogitRows::Last, logits.data());
@@ -133,14 +141,34 @@ std::vector<float> SessionImpl::eval(std::span<const int32_t> tokens, bool all_p
   return logits;
 }
 
+std::vector<float> SessionImpl::denoise(std::span<const int32_t> block, bool reverse_path) {
+  std::vector<float> logits(block.size() * static_cast<size_t>(eng_.model().hp().n_vocab));
+  try {
+    eng_.forward().denoise(state_, block, logits.data(), reverse_path);
+  } catch (const std::exception& e) {
+    throw Error(e.what());
+  }
+  return logits;
+}
+
 Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) {
   const model::Model& m = eng_.model();
   const int n_vocab = m.hp().n_vocab;
   if (prompt.empty()) throw Error("the prompt is empty");
   if (opts.max_tokens < 0) throw Error(fmt::format("max_tokens must be >= 0 (got {})", opts.max_tokens));
-  if (static_cast<int64_t>(prompt.size()) + opts.max_tokens > state_.n_ctx)
+  if (static_cast<int64_t>(prompt.size()) + opts.max_tokens > n_ctx_)
     throw Error(fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the context size ({} tokens)", prompt.size(),
-                            opts.max_tokens, state_.n_ctx));
+                            opts.max_tokens, n_ctx_));
+
+  if (opts.mode != DecodeMode::AR) {
+    const model::HParams& hp = m.hp();
+    if (!hp.has_reverse_path)
+      throw Error("this model file has no reverse in-block GDN path (ssm_rev_* tensors, official layout only): "
+                  "diffusion and spec modes need it; use mode ar");
+    if (hp.mask_token < 0) throw Error("this model has no <|mask|> token: diffusion and spec modes need one");
+    const int B = opts.block_size > 0 ? opts.block_size : hp.block_size;
+    if (B < 2 || B > kMaxBlock) throw Error(fmt::format("block size {} is out of range [2, {}]", B, kMaxBlock));
+  }
 
   // Reuse the cached prefix when the session's history is a strict prefix of the prompt (the
   // recurrent state cannot be rewound, so anything else starts over).
@@ -157,39 +185,54 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
   sampling::Sampler sampler(to_params(opts.sampling), n_vocab);
   text::Tokenizer::StreamDecoder decoder(m.tokenizer(), false);
   engine::StopStrings stops(opts.stop);
-  std::vector<int32_t> generated;
+  int generated = 0;
+  bool cancelled = false, ended = false;
   const auto t1 = Clock::now();
-  FinishReason finish = FinishReason::Length;
-  for (int i = 0; i < opts.max_tokens; ++i) {
-    const int32_t tok = sampler.sample(logits.data(), history_).token;
-    generated.push_back(tok);
+
+  // Every output token goes through here, in order, in every mode.
+  decode::Emit emit = [&](int32_t tok) {
+    ++generated;
     const bool end = !opts.ignore_eos && m.tokenizer().is_eog(tok);
     Event ev;
     ev.tokens = {tok};
     if (!end) ev.text = stops.push(decoder.push(tok));
-    if (end || stops.stopped()) finish = FinishReason::Stop;
-    const bool last = end || stops.stopped() || i + 1 == opts.max_tokens;
-    if (!last) {
-      logits = eval(std::span<const int32_t>(&tok, 1), false);
-      ++done.stats.passes;
-    } else if (!end) {
-      // Keep the state consistent with the history: the final token is committed too.
-      eval(std::span<const int32_t>(&tok, 1), false);
-      ++done.stats.passes;
+    ended = end || stops.stopped();
+    if (!on_event(ev)) cancelled = true;
+    return !ended && !cancelled;
+  };
+
+  decode::Stats ds;
+  if (opts.max_tokens > 0) {
+    decode::Options o;
+    o.max_tokens = opts.max_tokens;
+    o.block_size = opts.block_size > 0 ? opts.block_size : m.hp().block_size;
+    o.threshold = opts.threshold >= 0 ? static_cast<double>(opts.threshold) : static_cast<double>(m.hp().threshold);
+    o.mask_token = m.hp().mask_token;
+    o.reverse_path = m.hp().has_reverse_path;
+    if (opts.on_block)
+      o.observer = [&](const std::vector<int32_t>& block, const std::vector<bool>& decided, int pass) {
+        opts.on_block(BlockEvent{block, decided, pass});
+      };
+    decode::Context ctx{eng_.forward(), state_, sampler, history_};
+    const int32_t pending = sampler.sample(logits.data(), history_).token;
+    switch (opts.mode) {
+      case DecodeMode::AR: decode::decode_ar(ctx, pending, o, emit, ds); break;
+      case DecodeMode::Diffusion: decode::decode_diffusion(ctx, pending, o, emit, ds); break;
+      case DecodeMode::Spec: decode::decode_spec(ctx, pending, o, emit, ds); break;
     }
-    if (!on_event(ev)) {
-      finish = FinishReason::Stop;
-      break;
-    }
-    if (last) break;
   }
+  FinishReason finish = ended || cancelled ? FinishReason::Stop : FinishReason::Length;
   if (!stops.stopped()) {
     done.text = stops.push(decoder.flush());
     if (stops.stopped()) finish = FinishReason::Stop;
     else done.text += stops.flush();
   }
-  done.stats.generated_tokens = static_cast<int>(generated.size());
+  done.stats.generated_tokens = generated;
   done.stats.generate_seconds = seconds_since(t1);
+  done.stats.passes = ds.causal_passes + ds.denoise_passes;
+  done.stats.denoise_passes = ds.denoise_passes;
+  done.stats.blocks = ds.blocks;
+  done.stats.denoise_seconds = ds.denoise_seconds;
   done.finish = finish;
   on_event(done);
   return done;

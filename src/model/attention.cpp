@@ -2,7 +2,8 @@
 //
 //   qg = Wq h            per head [query(hd) | gate(hd)]
 //   q  = rope(rms(query, q_norm)),  k = rope(rms(Wk h, k_norm)),  v = Wv h      (GQA: n_head_kv heads)
-//   o  = softmax(q k^T / sqrt(hd)) v  *  sigmoid(gate)          causal over the cached prefix
+//   o  = softmax(q k^T / sqrt(hd)) v  *  sigmoid(gate)          over the cached prefix and, causally,
+//                                                               the batch (a denoising pass: the whole block)
 //   y  = Wo o
 #include <algorithm>
 #include <cmath>
@@ -14,7 +15,7 @@
 
 namespace clover::model {
 
-void Forward::attention_layer(int il, SequenceState& st, int T) {
+void Forward::attention_layer(int il, SequenceState& st, int T, PassKind kind) {
   Scratch& s = *s_;
   const AttentionWeights& W = model_.weights().layers[il].attn;
   const int hd = hp_.head_dim, nh = hp_.n_head, nkv = hp_.n_head_kv;
@@ -58,7 +59,7 @@ void Forward::attention_layer(int il, SequenceState& st, int T) {
     for (int64_t item = b; item < e; ++item) {
       const int64_t t = item / nh;
       const int h = static_cast<int>(item % nh), kvh = h / group;
-      const int64_t n_keys = n_past + t + 1;
+      const int64_t n_keys = kind == PassKind::Denoise ? n_past + T : n_past + t + 1;
       const float* q = s.q.row(t) + h * hd;
       float* p = sc.row(0);
       float mx = -INFINITY;

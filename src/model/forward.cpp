@@ -32,6 +32,9 @@ Forward::Forward(const Model& model, ThreadPool& pool, int max_batch)
     s.beta.resize(B, hp.gdn_v_heads);
     s.alpha.resize(B, hp.gdn_v_heads);
     s.o.resize(B, hp.gdn_v_dim());
+    s.rev_beta.resize(B, hp.gdn_v_heads);
+    s.rev_alpha.resize(B, hp.gdn_v_heads);
+    s.rev_state.assign(pool.size(), std::vector<float>(static_cast<size_t>(hp.gdn_head_dim) * hp.gdn_head_dim));
   }
   const int k = hp.n_expert_used;
   s.router.resize(B, hp.n_expert);
@@ -64,24 +67,40 @@ void Forward::linear(const kernels::MatRef& w, const float* x, int T, int64_t x_
   pool_.parallel_for(w.rows, 16, [&](int64_t b, int64_t e) { kernels::matmul(w, a, y, w.rows, b, e); });
 }
 
-void Forward::causal(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits) {
+void Forward::check_tokens(const SequenceState& st, std::span<const int32_t> tokens) const {
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (T == 0) throw ModelError("no tokens to evaluate");
   if (st.n_past + T > st.n_ctx)
     throw ModelError(fmt::format("context full: {} cached + {} new tokens exceed the context of {}", st.n_past, T, st.n_ctx));
   for (int32_t t : tokens)
     if (t < 0 || t >= hp_.n_vocab) throw ModelError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
+}
+
+void Forward::denoise(SequenceState& st, std::span<const int32_t> block, float* logits, bool reverse_path) {
+  check_tokens(st, block);
+  if (static_cast<int64_t>(block.size()) > max_batch_)
+    throw ModelError(fmt::format("a block of {} positions exceeds the largest pass of {} tokens", block.size(), max_batch_));
+  if (reverse_path && !hp_.has_reverse_path)
+    throw ModelError("this file has no reverse in-block GDN path (ssm_rev_* tensors): it runs AR only, or denoise without the reverse path");
+  stats_ = {};
+  reverse_path_ = reverse_path;
+  run_chunk(st, block, LogitRows::All, logits, PassKind::Denoise);
+}
+
+void Forward::causal(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits) {
+  check_tokens(st, tokens);
+  const int64_t T = static_cast<int64_t>(tokens.size());
   stats_ = {};
   for (int64_t b = 0; b < T; b += max_batch_) {
     const int64_t n = std::min<int64_t>(max_batch_, T - b);
     const bool last_chunk = b + n == T;
     LogitRows chunk_rows = rows == LogitRows::All ? LogitRows::All : (last_chunk ? rows : LogitRows::None);
     float* out = rows == LogitRows::All ? logits + b * hp_.n_vocab : logits;
-    run_chunk(st, tokens.subspan(b, n), chunk_rows, out);
+    run_chunk(st, tokens.subspan(b, n), chunk_rows, out, PassKind::Causal);
   }
 }
 
-void Forward::run_chunk(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits) {
+void Forward::run_chunk(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits, PassKind kind) {
   const int T = static_cast<int>(tokens.size());
   Scratch& s = *s_;
   const ModelWeights& w = model_.weights();
@@ -98,16 +117,16 @@ void Forward::run_chunk(SequenceState& st, std::span<const int32_t> tokens, Logi
     const LayerWeights& L = w.layers[il];
     for (int t = 0; t < T; ++t) ops::rms_norm(s.x.row(t), L.attn_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
     if (L.recurrent)
-      gdn_layer(il, st, T);
+      gdn_layer(il, st, T, kind);
     else
-      attention_layer(il, st, T);
+      attention_layer(il, st, T, kind);
     for (int64_t i = 0; i < static_cast<int64_t>(T) * hp_.n_embd; ++i) s.x.v[i] += s.y.v[i];
 
     for (int t = 0; t < T; ++t) ops::rms_norm(s.x.row(t), L.post_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
     moe_layer(il, T);
     for (int64_t i = 0; i < static_cast<int64_t>(T) * hp_.n_embd; ++i) s.x.v[i] += s.y.v[i];
   }
-  st.n_past += T;
+  if (kind == PassKind::Causal) st.n_past += T;
   head(T, rows, logits);
 }
 

@@ -29,6 +29,7 @@ enum class LogitRows { None, Last, All };
 // How a pass treats the batch (see CLOVER-SPEC section 2).
 enum class PassKind {
   Causal,   // AR prefill/decode, commit and verify passes: causal, appends to the state
+  Denoise,  // a block against the committed state: bidirectional inside the block, state unchanged
 };
 
 struct PassStats {
@@ -49,6 +50,13 @@ class Forward {
   // Throws ModelError when the tokens do not fit in the state's context or are out of range.
   void causal(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits);
 
+  // The denoising pass (CLOVER-SPEC 2 and 3.3): the block (pending token, then committed tokens or
+  // the mask token) at positions n_past .. n_past+B-1. Attention sees the committed prefix and the
+  // whole block; GDN layers scan forward from a copy of the committed state and, with
+  // `reverse_path`, add the reverse in-block path. Writes B rows of logits. The committed state is
+  // not changed (K/V rows at and beyond n_past are scratch).
+  void denoise(SequenceState& st, std::span<const int32_t> block, float* logits, bool reverse_path = true);
+
   const PassStats& last_stats() const { return stats_; }
 
   // Debugging aid: when set, every routing decision is written as one line
@@ -59,9 +67,11 @@ class Forward {
 
  private:
   struct Scratch;
-  void run_chunk(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits);
-  void attention_layer(int il, SequenceState& st, int T);
-  void gdn_layer(int il, SequenceState& st, int T);
+  void check_tokens(const SequenceState& st, std::span<const int32_t> tokens) const;
+  void run_chunk(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits, PassKind kind);
+  void attention_layer(int il, SequenceState& st, int T, PassKind kind);
+  void gdn_layer(int il, SequenceState& st, int T, PassKind kind);
+  void gdn_reverse_path(const GdnWeights& W, int T);
   void moe_layer(int il, int T);
   void head(int T, LogitRows rows, float* logits);
   void linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y);
@@ -74,6 +84,7 @@ class Forward {
   PassStats stats_;
   std::FILE* routing_trace_ = nullptr;
   int chunk_pos0_ = 0;  // position of the chunk's first token (for the trace)
+  bool reverse_path_ = true;
 };
 
 }  // namespace clover::model

@@ -5,6 +5,10 @@
 //   per value head h (key head h mod H_k), state S (d x d):
 //       S = exp(g) S;   S += k (x) ((v - S^T k) * beta);   o = S^T q / sqrt(d)
 //   y = Wout (rms(o, ssm_norm) * silu(z))
+//
+// A denoising pass scans from a copy of the committed state (the state is left as it was) and,
+// with the reverse path, adds o_rev (CLOVER-SPEC 3.3): a second delta rule run backwards over the
+// block with its own beta' and decay g', so each position also sees the later block positions.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,10 +19,16 @@
 
 namespace clover::model {
 
-void Forward::gdn_layer(int il, SequenceState& st, int T) {
+void Forward::gdn_layer(int il, SequenceState& st, int T, PassKind kind) {
   Scratch& s = *s_;
   const GdnWeights& W = model_.weights().layers[il].gdn;
-  GdnLayerState& gs = st.gdn[st.slot[il]];
+  GdnLayerState& committed = st.gdn[st.slot[il]];
+  const bool denoise = kind == PassKind::Denoise;
+  if (denoise) {
+    s.gdn_copy.conv = committed.conv;  // same sizes every time: no allocation once warm
+    s.gdn_copy.ssm = committed.ssm;
+  }
+  GdnLayerState& gs = denoise ? s.gdn_copy : committed;
   const int E = hp_.n_embd, C = hp_.gdn_qkv_dim(), K = hp_.conv_kernel;
   const int Hk = hp_.gdn_k_heads, Hv = hp_.gdn_v_heads, d = hp_.gdn_head_dim;
 
@@ -85,15 +95,66 @@ void Forward::gdn_layer(int il, SequenceState& st, int T) {
           }
           o[j] = sq * scale;
         }
-        // Gated RMSNorm of this head's output.
-        ops::rms_norm(o, W.norm, o, d, hp_.rms_eps);
-        const float* z = s.z.row(t) + h * d;
-        for (int j = 0; j < d; ++j) o[j] *= ops::silu(z[j]);
       }
     }
   });
 
+  if (denoise && reverse_path_) gdn_reverse_path(W, T);
+
+  // Gated RMSNorm of every head's output.
+  pool_.parallel_for(static_cast<int64_t>(T) * Hv, 1, [&](int64_t b, int64_t e) {
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t t = item / Hv, h = item % Hv;
+      float* o = s.o.row(t) + h * d;
+      ops::rms_norm(o, W.norm, o, d, hp_.rms_eps);
+      const float* z = s.z.row(t) + h * d;
+      for (int j = 0; j < d; ++j) o[j] *= ops::silu(z[j]);
+    }
+  });
+
   linear(W.out, s.o.row(0), T, Hv * d, s.y.row(0));
+}
+
+// The reverse in-block path, added to s.o (CLOVER-SPEC 3.3). h_t is the layer's normed input
+// (s.h), q/k/v the conv outputs of the forward path (s.conv, already L2-normalised).
+//   beta'_t = sigmoid(Wrev_beta h_t),  g'_t = softplus(Wrev_alpha h_t + rev_dt_bias) * rev_a
+//   R = 0;  for t = B-1 .. 0:  o[t] += R^T q_t / sqrt(d);  R = exp(g'_t) R;  R += k_t (x) ((v_t - R^T k_t) beta'_t)
+void Forward::gdn_reverse_path(const GdnWeights& W, int T) {
+  Scratch& s = *s_;
+  const int E = hp_.n_embd, Hk = hp_.gdn_k_heads, Hv = hp_.gdn_v_heads, d = hp_.gdn_head_dim;
+  linear(W.rev_beta, s.h.row(0), T, E, s.rev_beta.row(0));  // [T][Hv]
+  linear(W.rev_alpha, s.h.row(0), T, E, s.rev_alpha.row(0));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  pool_.run_on_all([&](int thread) {
+    std::vector<float>& R = s.rev_state[thread];  // [d_v][d_k], rows contiguous as in the forward state
+    int64_t hb, he;
+    split_range(Hv, 1, pool_.size(), thread, hb, he);
+    for (int64_t h = hb; h < he; ++h) {
+      std::fill(R.begin(), R.end(), 0.f);
+      const int kh = static_cast<int>(h % Hk);
+      for (int t = T - 1; t >= 0; --t) {
+        const float* q = s.conv.row(t) + kh * d;
+        const float* k = s.conv.row(t) + (Hk + kh) * d;
+        const float* v = s.conv.row(t) + 2 * Hk * d + h * d;
+        const float g = ops::softplus(s.rev_alpha.row(t)[h] + W.rev_dt_bias[h]) * W.rev_a[h];
+        const float decay = std::exp(g);
+        const float beta = ops::sigmoid(s.rev_beta.row(t)[h]);
+        float* o = s.o.row(t) + h * d;
+        for (int j = 0; j < d; ++j) {
+          float* row = R.data() + static_cast<size_t>(j) * d;
+          float rq = 0.f, rk = 0.f;
+          for (int i = 0; i < d; ++i) {
+            rq += row[i] * q[i];  // only later positions are in R yet
+            row[i] *= decay;
+            rk += row[i] * k[i];
+          }
+          o[j] += rq * scale;
+          const float delta = (v[j] - rk) * beta;
+          for (int i = 0; i < d; ++i) row[i] += k[i] * delta;
+        }
+      }
+    }
+  });
 }
 
 }  // namespace clover::model

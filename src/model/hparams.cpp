@@ -169,7 +169,7 @@ HParams read_hparams(const Reader& r, std::vector<std::string>& warnings) {
 
   // Diffusion metadata (DECISION on names, CLOVER-SPEC 3.2).
   hp.block_size = static_cast<int>(r.get_u32_opt(A + "diffusion.block_size").value_or(32));
-  if (hp.block_size < 2 || hp.block_size > 1024) throw ModelError(fmt::format("{}diffusion.block_size = {} is out of range [2, 1024]", A, hp.block_size));
+  if (hp.block_size < 2 || hp.block_size > 256) throw ModelError(fmt::format("{}diffusion.block_size = {} is out of range [2, 256]", A, hp.block_size));
   hp.threshold = r.get_f32_opt(A + "diffusion.threshold").value_or(0.95f);
   if (!std::isfinite(hp.threshold)) throw ModelError(fmt::format("{}diffusion.threshold is not finite", A));
   if (auto m = r.get_u32_opt(A + "diffusion.mask_token_id")) hp.mask_token = static_cast<int>(*m);

@@ -1,0 +1,179 @@
+#include "decode/decoders.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace clover::decode {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// A causal pass that commits `tokens` to the state (and to the committed list).
+void commit(Context& c, std::span<const int32_t> tokens, model::LogitRows rows, float* logits, Stats& stats) {
+  const auto t0 = Clock::now();
+  c.forward.causal(c.state, tokens, rows, logits);
+  c.committed.insert(c.committed.end(), tokens.begin(), tokens.end());
+  ++stats.causal_passes;
+  stats.causal_seconds += since(t0);
+}
+
+void denoise(Context& c, const std::vector<int32_t>& block, const Options& o, float* logits, Stats& stats) {
+  const auto t0 = Clock::now();
+  c.forward.denoise(c.state, block, logits, o.reverse_path);
+  ++stats.denoise_passes;
+  stats.denoise_seconds += since(t0);
+}
+
+// Greedy draft token: the best token other than the mask.
+int32_t argmax_except(const float* row, int n, int32_t except) {
+  int32_t best = -1;
+  float bv = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < n; ++i)
+    if (i != except && (best < 0 || row[i] > bv)) best = i, bv = row[i];
+  return best;
+}
+
+}  // namespace
+
+void decode_ar(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
+  const int V = c.forward.model().hp().n_vocab;
+  std::vector<float> logits(V);
+  int32_t p = pending;
+  for (int emitted = 1;; ++emitted) {
+    const bool go = emit(p);
+    if (!go || emitted >= o.max_tokens) {
+      commit(c, std::span<const int32_t>(&p, 1), model::LogitRows::None, nullptr, stats);
+      return;
+    }
+    commit(c, std::span<const int32_t>(&p, 1), model::LogitRows::Last, logits.data(), stats);
+    p = c.sampler.sample(logits.data(), c.committed).token;
+  }
+}
+
+void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
+  const int V = c.forward.model().hp().n_vocab;
+  const int B = o.block_size;
+  // Compared in log space: near 1 float probabilities saturate and would create false ties.
+  const double log_tau = o.threshold > 0 ? std::log(o.threshold) : -std::numeric_limits<double>::infinity();
+  std::vector<float> logits(static_cast<size_t>(B) * V);
+  std::vector<int32_t> block(B);
+  std::vector<bool> decided(B);
+  std::vector<sampling::Sampler::Choice> cand(B);
+  int32_t p = pending;
+  int emitted = 0;
+  for (;;) {
+    const int need = std::min(B, o.max_tokens - emitted);  // positions of this block that will be output
+    std::fill(block.begin(), block.end(), o.mask_token);
+    std::fill(decided.begin(), decided.end(), false);
+    block[0] = p;
+    decided[0] = true;
+    int next = 0;  // first position not yet emitted
+    bool stop = false;
+    auto flush = [&] {
+      while (!stop && next < need && decided[next]) {
+        ++emitted;
+        if (!emit(block[next++])) stop = true;
+      }
+    };
+    flush();
+    for (int pass = 1; !stop && next < need; ++pass) {
+      denoise(c, block, o, logits.data(), stats);
+      int best = -1;
+      for (int j = 1; j < need; ++j) {
+        if (decided[j]) continue;
+        // Position j is predicted by the output at j-1 (AR-style shift).
+        cand[j] = c.sampler.sample(logits.data() + static_cast<size_t>(j - 1) * V, c.committed, o.mask_token);
+        if (best < 0 || cand[j].logprob > cand[best].logprob) best = j;  // ties: lowest position
+      }
+      int filled = 0;
+      for (int j = 1; j < need; ++j)
+        if (!decided[j] && (cand[j].logprob >= log_tau || j == best)) {
+          block[j] = cand[j].token;
+          decided[j] = true;
+          ++filled;
+        }
+      stats.denoised_tokens += filled;
+      if (o.observer) o.observer(block, decided, pass);
+      flush();
+    }
+    if (stop || need < B) {
+      // Keep the state equal to the output: commit what was emitted of this block.
+      commit(c, std::span<const int32_t>(block.data(), next), model::LogitRows::None, nullptr, stats);
+      ++stats.blocks;
+      return;
+    }
+    // The commit pass: the finished block, causally, into the cache; its last output is the next
+    // pending token.
+    commit(c, block, model::LogitRows::Last, logits.data(), stats);
+    ++stats.blocks;
+    if (emitted >= o.max_tokens) return;
+    p = c.sampler.sample(logits.data(), c.committed).token;
+  }
+}
+
+void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
+  const int V = c.forward.model().hp().n_vocab;
+  const int B = o.block_size;
+  std::vector<float> logits(static_cast<size_t>(B) * V);
+  std::vector<int32_t> block(B);
+  std::vector<model::GdnLayerState> snapshot;
+  int32_t p = pending;
+  int emitted = 0;
+  for (;;) {
+    ++emitted;
+    if (!emit(p) || emitted >= o.max_tokens) {
+      commit(c, std::span<const int32_t>(&p, 1), model::LogitRows::None, nullptr, stats);
+      return;
+    }
+    // Guess: one denoising pass drafts every position at once.
+    std::fill(block.begin(), block.end(), o.mask_token);
+    block[0] = p;
+    denoise(c, block, o, logits.data(), stats);
+    for (int j = 1; j < B; ++j) block[j] = argmax_except(logits.data() + static_cast<size_t>(j - 1) * V, V, o.mask_token);
+    if (o.observer) o.observer(block, std::vector<bool>(B, true), 1);
+
+    // Verify: one causal pass over the draft. The GDN state cannot be truncated, so keep a copy.
+    snapshot = c.state.gdn;  // reuses the snapshot's storage after the first cycle
+    const int n_past0 = c.state.n_past;
+    const auto t0 = Clock::now();
+    c.forward.causal(c.state, block, model::LogitRows::All, logits.data());
+    ++stats.causal_passes;
+    stats.causal_seconds += since(t0);
+
+    // Accept the longest run where the draft equals the verifier's own choice.
+    int accepted = 0;
+    int32_t a = c.sampler.sample(logits.data(), c.committed).token;
+    while (accepted < B - 1 && block[accepted + 1] == a) {
+      ++accepted;
+      a = c.sampler.sample(logits.data() + static_cast<size_t>(accepted) * V, c.committed).token;
+    }
+    int kept = accepted;  // drafts actually output (emit may stop earlier)
+    bool stop = false;
+    for (int i = 1; i <= accepted; ++i) {
+      ++emitted;
+      if (!emit(block[i]) || emitted >= o.max_tokens) {
+        kept = i;
+        stop = true;
+        break;
+      }
+    }
+    stats.denoised_tokens += kept;
+    ++stats.blocks;
+    if (kept + 1 < B) {
+      // Roll back: restore the recurrent state, truncate the KV cache, replay the kept tokens.
+      c.state.gdn = snapshot;
+      c.state.n_past = n_past0;
+      commit(c, std::span<const int32_t>(block.data(), kept + 1), model::LogitRows::None, nullptr, stats);
+    } else {
+      c.committed.insert(c.committed.end(), block.begin(), block.end());
+    }
+    if (stop) return;
+    p = a;
+  }
+}
+
+}  // namespace clover::decode

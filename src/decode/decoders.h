@@ -1,0 +1,62 @@
+// The decoding modes of CLOVER-SPEC section 2, on top of the forward pass:
+//   ar        one causal pass per token;
+//   diffusion block diffusion: denoise a block of B positions, fill every masked position whose
+//             confidence reaches tau (at least the most confident one), repeat, then one causal
+//             commit pass writes the block to the cache and yields the next pending token;
+//   spec      guess-then-verify: one denoising pass drafts the whole block, one causal pass
+//             verifies it, the longest agreeing run is kept (lossless against AR).
+// All three keep one invariant: the sequence state holds exactly the tokens emitted so far
+// (prompt + output), so a conversation's cache is reusable in any mode.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/forward.h"
+#include "sampling/sampler.h"
+
+namespace clover::decode {
+
+// Receives each output token once it is final, in order. Returns false to stop (an end token, a
+// stop string, a cancelled request); the decoder then leaves the state holding the tokens
+// emitted so far, including that last one.
+using Emit = std::function<bool(int32_t token)>;
+
+// Shows a block as it fills in (for `clover run --show-blocks`): called after every denoising
+// pass with the block's tokens and which positions are decided.
+using BlockObserver = std::function<void(const std::vector<int32_t>& block, const std::vector<bool>& decided, int pass)>;
+
+struct Options {
+  int max_tokens = 128;      // tokens to emit at most (the pending token counts)
+  int block_size = 32;       // B
+  double threshold = 0.95;   // tau, compared with each confidence as a probability
+  bool reverse_path = true;  // use the reverse in-block GDN path in denoising passes
+  int32_t mask_token = -1;
+  BlockObserver observer;    // optional
+};
+
+struct Stats {
+  int causal_passes = 0;        // commit / verify / replay / AR passes
+  int denoise_passes = 0;
+  int blocks = 0;               // diffusion blocks or spec cycles completed
+  int denoised_tokens = 0;      // tokens decided by denoising passes (diffusion) or accepted drafts (spec)
+  double denoise_seconds = 0.0;
+  double causal_seconds = 0.0;
+};
+
+// What a decoder works on. `committed` is the list of tokens in the state; decoders append what
+// they commit to it.
+struct Context {
+  model::Forward& forward;
+  model::SequenceState& state;
+  sampling::Sampler& sampler;
+  std::vector<int32_t>& committed;
+};
+
+// Each decoder starts from the pending token (decided from the last prompt logits, not yet in the
+// state) and returns when it stopped: by Emit, or after max_tokens.
+void decode_ar(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats);
+void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats);
+void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats);
+
+}  // namespace clover::decode
