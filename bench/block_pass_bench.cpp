@@ -1,0 +1,90 @@
+// Cost of one denoising pass of a block against one AR decode step, on the same model and state
+// (issue 4's benchmark; docs/decoding.md). Prints a markdown row.
+//
+// usage: block_pass_bench MODEL.gguf [--prefix 64] [--block 32] [--reps 5] [-t THREADS]
+//
+// Reported: median time of an AR step (one token after the prefix), of a denoising pass over
+// [pending, 31 masks], and of the commit pass over the 32 block tokens; distinct experts per
+// layer touched by each; and the tokens per denoising pass at which diffusion breaks even with AR:
+//   a block costs (B-1)/k denoising passes + 1 commit pass for B tokens, AR B steps, so
+//   k* = (B-1) t_denoise / (B t_ar - t_commit).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/forward.h"
+
+using namespace clover;
+
+namespace {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODEL.gguf [--prefix N] [--block B] [--reps R] [-t THREADS]\n", argv[0]);
+    return 2;
+  }
+  int prefix = 64, B = 32, reps = 5, threads = 1;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--prefix")) prefix = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--block")) B = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "-t")) threads = std::atoi(argv[i + 1]);
+  }
+  try {
+    auto m = model::Model::load(argv[1]);
+    const model::HParams& hp = m->hp();
+    ThreadPool pool(threads);
+    model::Forward f(*m, pool, std::max(B, 64));
+    std::mt19937 rng(1);
+    std::vector<int32_t> toks(prefix + B);
+    for (auto& t : toks) t = static_cast<int32_t>(rng() % std::min(hp.n_vocab, 500));
+    std::vector<float> logits(static_cast<size_t>(B) * hp.n_vocab);
+    model::SequenceState st(hp, prefix + B + 8);
+    f.causal(st, std::span<const int32_t>(toks.data(), prefix), model::LogitRows::Last, logits.data());
+    const auto snapshot = st.gdn;
+
+    std::vector<double> t_ar, t_den, t_commit;
+    double experts_ar = 0, experts_den = 0, experts_commit = 0;
+    std::vector<int32_t> block(B, hp.mask_token >= 0 ? hp.mask_token : 0);
+    block[0] = toks[prefix];
+    for (int r = 0; r < reps + 1; ++r) {  // the first round warms up
+      double t0 = now();
+      f.causal(st, std::span<const int32_t>(&toks[prefix], 1), model::LogitRows::Last, logits.data());
+      const double a = now() - t0;
+      experts_ar = double(f.last_stats().distinct_experts) / hp.n_layer;
+      st.gdn = snapshot, st.n_past = prefix;
+      double d = 0;
+      if (hp.has_reverse_path) {
+        t0 = now();
+        f.denoise(st, block, logits.data());
+        d = now() - t0;
+        experts_den = double(f.last_stats().distinct_experts) / hp.n_layer;
+      }
+      t0 = now();
+      f.causal(st, std::span<const int32_t>(&toks[prefix], B), model::LogitRows::Last, logits.data());
+      const double c = now() - t0;
+      experts_commit = double(f.last_stats().distinct_experts) / hp.n_layer;
+      st.gdn = snapshot, st.n_past = prefix;
+      if (r > 0) t_ar.push_back(a), t_den.push_back(d), t_commit.push_back(c);
+    }
+    const double ar = median(t_ar), den = median(t_den), com = median(t_commit);
+    const double breakeven = (B - 1) * den / (B * ar - com);
+    std::printf("| %s | %d | %.2f ms | %.2f ms (%.2fx) | %.2f ms | %.1f / %.1f / %.1f | %s |\n", argv[1], threads, ar * 1e3, den * 1e3,
+                den / ar, com * 1e3, experts_ar, experts_den, experts_commit,
+                B * ar > com ? (std::to_string(breakeven).substr(0, 5) + " tokens/pass").c_str() : "never (commit costs more than B AR steps)");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
