@@ -64,9 +64,11 @@ def main():
         print(f"no position deviates by more than {args.tol}")
         return
     first = int(over[0])
-    print(f"first position over {args.tol}: {first}")
+    exact = int(np.argmax(dev > 1e-5)) if (dev > 1e-5).any() else len(ids)
+    print(f"first position over {args.tol}: {first}; identical to float rounding (<= 1e-5) through position {exact - 1}, "
+          f"then a jump to {dev[exact]:.3g} at position {exact}")
     print("position  max|dlogit|  smallest routing margin (all layers)")
-    for p in sorted(set(range(0, min(len(ids), 4))) | set(range(max(0, first - 3), min(len(ids), first + 3)))):
+    for p in range(0, min(len(ids), first + 3)):
         print(f"{p:8d}  {dev[p]:11.3g}  {margin[p]:.3g}{'   <- first divergence' if p == first else ''}")
     print(f"median routing margin over all positions: {np.median(margin):.3g}")
 
