@@ -15,7 +15,10 @@ Runner add_logits_command(CLI::App& app);    // dump raw logits for token ids
 Runner add_tokenize_command(CLI::App& app);  // text -> token ids
 Runner add_inspect_command(CLI::App& app);   // layout, hyperparameters, tensors
 Runner add_synth_command(CLI::App& app);     // write a synthetic model
+Runner add_patch_command(CLI::App& app);     // official Clover GGUF -> a file llama.cpp loads
 Runner add_template_command(CLI::App& app);  // render a chat template
 Runner add_parse_command(CLI::App& app);     // parse model output into an OpenAI message
+Runner add_serve_command(CLI::App& app);     // OpenAI-compatible HTTP server
+Runner add_vocab_command(CLI::App& app);     // train a BPE vocabulary / tokenise a batch
 
 }  // namespace clover::cli

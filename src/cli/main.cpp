@@ -26,13 +26,9 @@ int main(int argc, char** argv) {
   add(clover::cli::add_synth_command(app));
   add(clover::cli::add_patch_command(app));
   add(clover::cli::add_vocab_command(app));
-#ifdef CLOVER_HAVE_CHAT_CLI
   add(clover::cli::add_template_command(app));
   add(clover::cli::add_parse_command(app));
-#endif
-#ifdef CLOVER_HAVE_SERVER
   add(clover::cli::add_serve_command(app));
-#endif
 
   // llama.cpp spells some options with one dash and several letters, which CLI11 cannot declare:
   // accept them under their long names.

@@ -1,0 +1,214 @@
+#include "server/handlers.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "chat/jinja/error.h"
+#include "server/chat_stream.h"
+#include "server/response.h"
+
+namespace clover::server {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Collects a whole generation (non-streaming). Throws the job's error.
+struct Collected {
+  std::string text;
+  std::vector<int32_t> tokens;
+  Event last;
+};
+
+Collected collect(Job& job) {
+  Collected c;
+  std::vector<Event> evs;
+  while (job.take(evs, 1000ms)) {
+    for (auto& ev : evs) {
+      c.text += ev.text;
+      c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
+      if (ev.finish != FinishReason::None) c.last = ev;
+    }
+    evs.clear();
+  }
+  if (auto err = job.error()) throw *err;
+  return c;
+}
+
+// Per-stream state, owned by the content provider.
+struct Stream {
+  std::shared_ptr<Job> job;
+  ResponseMeta meta;
+  bool chat = true;
+  bool include_usage = false;
+  std::unique_ptr<ChatOutput> out;  // chat only
+  bool sent_role = false;
+};
+
+void write_or_cancel(Stream& s, httplib::DataSink& sink, const std::string& data, bool& ok) {
+  if (!ok) return;
+  if (!sink.write(data.data(), data.size())) {
+    ok = false;
+    s.job->cancel = true;  // the client went away: stop generating now
+  }
+}
+
+// One call of httplib's chunked content provider: waits briefly for events and writes them.
+bool stream_step(Stream& s, httplib::DataSink& sink) {
+  bool ok = true;
+  if (s.chat && !s.sent_role) {
+    write_or_cancel(s, sink, sse(chat_chunk(s.meta, {{"role", "assistant"}, {"content", nullptr}})), ok);
+    s.sent_role = true;
+  }
+  std::vector<Event> evs;
+  const bool alive = s.job->take(evs, 100ms);
+  const Event* last = nullptr;
+  for (const auto& ev : evs) {
+    if (!ev.text.empty()) {
+      if (s.chat) {
+        for (auto& d : s.out->push(ev.text)) write_or_cancel(s, sink, sse(chat_chunk(s.meta, std::move(d))), ok);
+      } else {
+        write_or_cancel(s, sink, sse(text_chunk(s.meta, ev.text)), ok);
+      }
+    }
+    if (ev.finish != FinishReason::None) last = &ev;
+  }
+  if (!ok) return false;
+  if (last) {
+    const GenerateStats& st = last->stats;
+    json usage = usage_json(st, s.job->prompt_tokens());
+    if (s.chat) {
+      for (auto& d : s.out->finish()) write_or_cancel(s, sink, sse(chat_chunk(s.meta, std::move(d))), ok);
+      json fin = chat_chunk(s.meta, json::object(), finish_reason(last->finish, s.out->has_tool_calls()));
+      fin["timings"] = timings_json(st);
+      write_or_cancel(s, sink, sse(fin), ok);
+      if (s.include_usage) write_or_cancel(s, sink, sse(usage_chunk(s.meta, "chat.completion.chunk", usage)), ok);
+    } else {
+      json fin = text_chunk(s.meta, "", finish_reason(last->finish, false));
+      fin["timings"] = timings_json(st);
+      write_or_cancel(s, sink, sse(fin), ok);
+      if (s.include_usage) write_or_cancel(s, sink, sse(usage_chunk(s.meta, "text_completion", usage)), ok);
+    }
+    write_or_cancel(s, sink, kSseDone, ok);
+    if (ok) sink.done();
+    return ok;
+  }
+  if (!alive) {
+    // The job ended without a final event: it failed after the stream started. The error goes
+    // in-band and the stream closes without [DONE].
+    const auto err = s.job->error();
+    write_or_cancel(s, sink, sse((err ? *err : server_error("generation ended unexpectedly")).body()), ok);
+    if (ok) sink.done();
+    return ok;
+  }
+  return true;
+}
+
+void start_stream(httplib::Response& res, std::shared_ptr<Stream> s) {
+  // Errors before anything was generated (context overflow, an unsupported mode) are plain JSON
+  // responses with their status, not SSE.
+  if (auto err = s->job->wait_started()) throw *err;
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [s](size_t, httplib::DataSink& sink) {
+        try {
+          return stream_step(*s, sink);
+        } catch (const std::exception& e) {  // a server bug: end this stream, keep the server
+          std::fprintf(stderr, "error: stream failed: %s\n", e.what());
+          s->job->cancel = true;
+          return false;
+        }
+      },
+      [s](bool) { s->job->cancel = true; });  // no-op once the job ended
+}
+
+std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text) {
+  JobInput in;
+  in.prompt_text = std::move(prompt_text);
+  in.prompt_tokens = r.prompt_tokens;
+  in.options = r.gen;
+  in.max_tokens_given = r.max_tokens_given;
+  return st.scheduler->submit(std::move(in));
+}
+
+}  // namespace
+
+void check_model(const ServerState& st, const std::string& requested) {
+  if (requested.empty() || requested == st.model_name) return;
+  const std::filesystem::path p(st.opt.model_path);
+  if (requested == st.opt.model_path || requested == p.filename().string() || requested == p.stem().string()) return;
+  throw ApiError(404, "not_found_error", "the model '" + requested + "' does not exist; this server serves '" + st.model_name + "'",
+                 json{{"param", "model"}});
+}
+
+void handle_chat_completions(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_body(req.body);
+  CompletionRequest r = parse_chat_request(body, st.defaults);
+  check_model(st, r.model);
+
+  chat::RenderedPrompt rp;
+  try {
+    rp = st.chat_template->apply(r.chat);
+  } catch (const chat::jinja::TemplateError& e) {
+    throw bad_request(std::string(e.raised ? "the chat template rejected the conversation: " : "chat template error: ") +
+                      (e.raised ? e.message : std::string(e.what())));
+  } catch (const std::exception& e) {
+    throw bad_request(std::string("cannot render the conversation with the chat template: ") + e.what());
+  }
+
+  ChatOutputOptions oo;
+  oo.parse = st.opt.parse_reasoning;
+  oo.parallel_tool_calls = r.parallel_tool_calls;
+  oo.parser.thinking_open = rp.thinking_open;
+  oo.parser.tools = r.chat.tools;
+
+  auto job = submit(st, r, std::move(rp.prompt));
+  const ResponseMeta meta = new_meta("chatcmpl-", st.model_name);
+  if (r.stream) {
+    auto s = std::make_shared<Stream>();
+    s->job = job;
+    s->meta = meta;
+    s->chat = true;
+    s->include_usage = r.include_usage;
+    s->out = std::make_unique<ChatOutput>(std::move(oo));
+    start_stream(res, std::move(s));
+    return;
+  }
+  const Collected c = collect(*job);
+  ChatOutput out(std::move(oo));
+  out.push(c.text);
+  out.finish();
+  const GenerateStats& s = c.last.stats;
+  res.set_content(dump(chat_completion(meta, out.message(), finish_reason(c.last.finish, out.has_tool_calls()),
+                                       usage_json(s, job->prompt_tokens()), timings_json(s))),
+                  "application/json");
+}
+
+void handle_completions(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_body(req.body);
+  CompletionRequest r = parse_completion_request(body, st.defaults, st.engine->info().n_vocab);
+  check_model(st, r.model);
+  auto job = submit(st, r, r.prompt);
+  const ResponseMeta meta = new_meta("cmpl-", st.model_name);
+  if (r.stream) {
+    auto s = std::make_shared<Stream>();
+    s->job = job;
+    s->meta = meta;
+    s->chat = false;
+    s->include_usage = r.include_usage;
+    start_stream(res, std::move(s));
+    return;
+  }
+  const Collected c = collect(*job);
+  const GenerateStats& s = c.last.stats;
+  json out = text_completion(meta, c.text, finish_reason(c.last.finish, false), usage_json(s, job->prompt_tokens()),
+                             timings_json(s));
+  if (r.return_tokens) out["choices"][0]["tokens"] = c.tokens;
+  res.set_content(dump(out), "application/json");
+}
+
+}  // namespace clover::server

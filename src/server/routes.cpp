@@ -1,0 +1,137 @@
+// Route table, authentication, readiness, error mapping and the small endpoints (/health,
+// /v1/models, /metrics, /tokenize, /detokenize).
+#include <httplib.h>
+
+#include "server/handlers.h"
+#include "server/response.h"
+#include "server/server_state.h"
+
+namespace clover::server {
+
+namespace {
+
+using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(e.body()), "application/json");
+}
+
+void send_json(httplib::Response& res, const json& j) { res.set_content(dump(j), "application/json"); }
+
+void check_api_key(const ServerState& st, const httplib::Request& req) {
+  if (st.opt.api_key.empty()) return;
+  std::string key;
+  const std::string auth = req.get_header_value("Authorization");
+  if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
+  else if (req.has_header("X-Api-Key")) key = req.get_header_value("X-Api-Key");
+  if (key.empty())
+    throw ApiError(401, "authentication_error", "missing API key: send it as 'Authorization: Bearer <key>'");
+  if (key != st.opt.api_key) throw ApiError(401, "authentication_error", "invalid API key");
+}
+
+struct RouteFlags {
+  bool auth = true;        // needs the API key
+  bool needs_model = true; // 503 while loading
+};
+
+// Every handler runs inside this: authentication, readiness, ApiError -> its status, anything
+// else -> 500 (a server bug, never the client's input), and the request counter.
+Handler wrap(ServerState& st, std::string endpoint, RouteFlags flags, Handler h) {
+  return [&st, endpoint = std::move(endpoint), flags, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+    try {
+      if (flags.auth) check_api_key(st, req);
+      if (flags.needs_model && !st.ready.load()) throw unavailable("Loading model");
+      h(req, res);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const std::exception& e) {
+      send_error(res, server_error(e.what()));
+    }
+    st.metrics.request_done(endpoint, res.status);
+  };
+}
+
+json model_entry(const ServerState& st) {
+  json meta = json::object();
+  if (st.ready.load()) {
+    const ModelInfo& mi = st.engine->info();
+    meta = {{"architecture", mi.architecture}, {"layout", mi.layout},         {"n_vocab", mi.n_vocab},
+            {"n_ctx_train", mi.n_ctx_train},   {"n_ctx", st.scheduler->n_ctx()}, {"n_embd", mi.n_embd},
+            {"n_params", mi.n_params},         {"size", mi.file_bytes},       {"can_denoise", mi.can_denoise},
+            {"block_size", mi.block_size},     {"threshold", mi.threshold},   {"slots", st.scheduler->n_slots()}};
+  }
+  return {{"id", st.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "clover"}, {"meta", meta}};
+}
+
+}  // namespace
+
+void register_routes(httplib::Server& http, ServerState& st) {
+  const RouteFlags open{false, false}, authed{true, false}, model{true, true};
+
+  auto health = wrap(st, "/health", open, [&st](const httplib::Request&, httplib::Response& res) {
+    if (!st.ready.load()) throw unavailable("Loading model");
+    send_json(res, {{"status", "ok"}});
+  });
+  http.Get("/health", health);
+  http.Get("/v1/health", health);
+
+  auto models = wrap(st, "/v1/models", authed, [&st](const httplib::Request&, httplib::Response& res) {
+    send_json(res, {{"object", "list"}, {"data", json::array({model_entry(st)})}});
+  });
+  http.Get("/v1/models", models);
+  http.Get("/models", models);
+
+  http.Get("/metrics", wrap(st, "/metrics", authed, [&st](const httplib::Request&, httplib::Response& res) {
+    if (!st.opt.metrics)
+      throw ApiError(501, "not_supported_error", "the metrics endpoint is off; start the server with --metrics");
+    res.set_content(st.metrics.prometheus(), "text/plain; version=0.0.4");
+  }));
+
+  auto chat = wrap(st, "/v1/chat/completions", model,
+                   [&st](const httplib::Request& req, httplib::Response& res) { handle_chat_completions(st, req, res); });
+  http.Post("/v1/chat/completions", chat);
+  http.Post("/chat/completions", chat);
+  auto completions = wrap(st, "/v1/completions", model,
+                          [&st](const httplib::Request& req, httplib::Response& res) { handle_completions(st, req, res); });
+  http.Post("/v1/completions", completions);
+  http.Post("/completions", completions);
+
+  // {"content": "text", "with_pieces": false, "parse_special": true} -> {"tokens": [...]}
+  http.Post("/tokenize", wrap(st, "/tokenize", model, [&st](const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_body(req.body);
+    if (!body.contains("content") || !body["content"].is_string())
+      throw bad_request("'content' must be a string", "content");
+    for (const char* f : {"with_pieces", "parse_special", "add_special"})
+      if (body.contains(f) && !body[f].is_boolean()) throw bad_request(std::string("'") + f + "' must be a boolean", f);
+    const auto ids = st.engine->tokenize(body["content"].get<std::string>(), body.value("parse_special", true));
+    json tokens = json::array();
+    if (body.value("with_pieces", false)) {
+      for (int32_t id : ids) tokens.push_back({{"id", id}, {"piece", st.engine->token_text(id)}});
+    } else {
+      tokens = ids;
+    }
+    send_json(res, {{"tokens", std::move(tokens)}});
+  }));
+
+  // {"tokens": [...]} -> {"content": "text"}
+  http.Post("/detokenize", wrap(st, "/detokenize", model, [&st](const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_body(req.body);
+    if (!body.contains("tokens")) throw bad_request("'tokens' is required", "tokens");
+    const auto ids = parse_token_ids(body["tokens"], "tokens", st.engine->info().n_vocab);
+    send_json(res, {{"content", st.engine->detokenize(ids)}});
+  }));
+
+  // Unknown paths and methods get an OpenAI-shaped error too.
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const int status = res.status;
+    std::string message = "the request could not be handled (HTTP " + std::to_string(status) + ")";
+    if (status == 404) message = "no such endpoint: " + req.method + " " + req.path;
+    if (status == 413)
+      message = "the request body is too large (a form-encoded body is limited to 8 KiB: send Content-Type: application/json)";
+    send_error(res, ApiError(status, status == 404 ? "not_found_error" : "invalid_request_error", message));
+  });
+}
+
+}  // namespace clover::server

@@ -1,0 +1,279 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string_view>
+
+namespace clover::server {
+
+namespace {
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    i += n;
+  }
+  return true;
+}
+
+bool strict_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  return !a.empty() && a.size() < b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+}  // namespace
+
+// ---- Job -------------------------------------------------------------------------------------
+
+bool Job::take(std::vector<Event>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  cv_.wait_for(lk, timeout, [&] { return !events_.empty() || ended_; });
+  while (!events_.empty()) {
+    out.push_back(std::move(events_.front()));
+    events_.pop_front();
+  }
+  return !(ended_ && out.empty());
+}
+
+std::optional<ApiError> Job::wait_started() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] { return started_ || ended_; });
+  return started_ ? std::nullopt : error_;
+}
+
+std::optional<ApiError> Job::error() const {
+  std::lock_guard lk(mu_);
+  return error_;
+}
+
+int Job::prompt_tokens() const {
+  std::lock_guard lk(mu_);
+  return prompt_tokens_;
+}
+
+void Job::push(const Event& ev) {
+  {
+    std::lock_guard lk(mu_);
+    events_.push_back(ev);
+    started_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Job::fail(ApiError e) {
+  {
+    std::lock_guard lk(mu_);
+    error_ = std::move(e);
+    ended_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Job::end() {
+  {
+    std::lock_guard lk(mu_);
+    ended_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Job::set_prompt_tokens(int n) {
+  std::lock_guard lk(mu_);
+  prompt_tokens_ = n;
+}
+
+// ---- Scheduler -------------------------------------------------------------------------------
+
+Scheduler::Scheduler(Engine& engine, SchedulerOptions opt, Metrics& metrics)
+    : engine_(engine), opt_(opt), metrics_(metrics) {
+  slots_.resize(static_cast<size_t>(std::max(1, opt_.n_slots)));
+  for (auto& s : slots_) s.session = engine_.new_session();
+  metrics_.set_slots(0, n_slots());
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+    for (auto& j : queue_) j->cancel = true;
+    if (running_) running_->cancel = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+  for (auto& j : queue_) j->fail(unavailable("the server is shutting down"));
+}
+
+int Scheduler::n_ctx() const { return slots_.front().session->n_ctx(); }
+
+std::shared_ptr<Job> Scheduler::submit(JobInput in) {
+  auto job = std::make_shared<Job>(std::move(in));
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) throw unavailable("the server is shutting down");
+    if (static_cast<int>(queue_.size()) >= opt_.max_queue)
+      throw unavailable("the server is busy: " + std::to_string(queue_.size()) + " requests are waiting; try again later");
+    queue_.push_back(job);
+    metrics_.set_queue_depth(static_cast<int>(queue_.size()));
+  }
+  cv_.notify_one();
+  return job;
+}
+
+void Scheduler::cancel_all() {
+  std::lock_guard lk(mu_);
+  for (auto& j : queue_) j->cancel = true;
+  if (running_) running_->cancel = true;
+}
+
+void Scheduler::worker_loop() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      metrics_.set_queue_depth(static_cast<int>(queue_.size()));
+      running_ = job;
+    }
+    if (job->cancel) {  // the client left while queued
+      job->end();
+    } else {
+      run(*job);
+    }
+    std::lock_guard lk(mu_);
+    running_.reset();
+  }
+}
+
+size_t Scheduler::pick_slot(const JobInput& in, std::vector<int32_t>& tokens) {
+  // Ranking: the longest reusable prefix (the slot's whole cache continues into the prompt); then
+  // an empty slot; then the longest shared prefix: that slot most likely served an earlier turn of
+  // this conversation whose history the template re-rendered differently, and overwriting it keeps
+  // other conversations' caches alive; then the least recently used.
+  const bool from_text = in.prompt_tokens.empty();
+  const std::vector<int32_t> whole = from_text ? engine_.tokenize(in.prompt_text, true) : in.prompt_tokens;
+  struct Rank {
+    size_t reuse = 0, shared = 0;
+    bool empty = false;
+    uint64_t age = 0;
+    bool operator>(const Rank& o) const {
+      if (reuse != o.reuse) return reuse > o.reuse;
+      if (empty != o.empty) return empty;
+      if (shared != o.shared) return shared > o.shared;
+      return age < o.age;
+    }
+  };
+  size_t best = 0;
+  Rank best_rank;
+  std::vector<int32_t> best_tokens = whole;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    Rank rank;
+    rank.age = s.last_used;
+    rank.empty = s.tokens.empty();
+    std::vector<int32_t> cand;
+    if (strict_prefix(s.tokens, whole)) {
+      rank.reuse = s.tokens.size();
+    } else if (from_text && !s.text.empty() && s.text.size() < in.prompt_text.size() &&
+               std::string_view(in.prompt_text).starts_with(s.text)) {
+      // The prompt continues exactly the text this slot holds (typically: the previous turn's
+      // prompt and the model's own output). Keep the slot's tokens for that text, even where they
+      // are not the canonical tokenisation of it, and tokenise only the rest.
+      cand = s.tokens;
+      const auto rest = engine_.tokenize(std::string_view(in.prompt_text).substr(s.text.size()), true);
+      cand.insert(cand.end(), rest.begin(), rest.end());
+      rank.reuse = s.tokens.size();
+    } else {
+      const size_t n = std::min(s.tokens.size(), whole.size());
+      while (rank.shared < n && s.tokens[rank.shared] == whole[rank.shared]) ++rank.shared;
+    }
+    if (i == 0 || rank > best_rank) {
+      best = i;
+      best_rank = rank;
+      best_tokens = cand.empty() ? whole : std::move(cand);
+    }
+  }
+  tokens = std::move(best_tokens);
+  return best;
+}
+
+void Scheduler::run(Job& job) {
+  const JobInput& in = job.input;
+  std::vector<int32_t> prompt;
+  size_t si = 0;
+  try {
+    si = pick_slot(in, prompt);
+  } catch (const std::exception& e) {
+    job.fail(bad_request(std::string("cannot tokenize the prompt: ") + e.what()));
+    return;
+  }
+  Slot& slot = slots_[si];
+  const int n_ctx = slot.session->n_ctx();
+  const int n_prompt = static_cast<int>(prompt.size());
+  if (prompt.empty()) {
+    job.fail(bad_request("the prompt is empty"));
+    return;
+  }
+  if (n_prompt >= n_ctx) {
+    job.fail(ApiError(400, "exceed_context_size_error",
+                      "the request exceeds the available context size: the prompt has " + std::to_string(n_prompt) +
+                          " tokens and the context holds " + std::to_string(n_ctx) +
+                          " (at least one token must be left to generate)",
+                      json{{"n_prompt_tokens", n_prompt}, {"n_ctx", n_ctx}}));
+    return;
+  }
+  GenerateOptions go = in.options;
+  const int room = n_ctx - n_prompt;
+  go.max_tokens = in.max_tokens_given ? std::min(go.max_tokens, room) : room;
+  job.set_prompt_tokens(n_prompt);
+
+  slot.last_used = ++clock_;
+  metrics_.set_slots(1, n_slots());
+  std::vector<int32_t> generated;
+  GenerateStats stats;
+  bool ok = true;
+  try {
+    Event last = slot.session->generate(prompt, go, [&](const Event& ev) {
+      generated.insert(generated.end(), ev.tokens.begin(), ev.tokens.end());
+      job.push(ev);
+      return !job.cancel.load();
+    });
+    stats = last.stats;
+  } catch (const Error& e) {
+    // Bad requests the engine catches itself (e.g. a decoding mode it does not support yet).
+    ok = false;
+    job.fail(bad_request(e.what()));
+  } catch (const std::exception& e) {
+    ok = false;
+    job.fail(server_error(std::string("generation failed: ") + e.what()));
+  }
+
+  // Mirror what the session's cache now holds: the prompt and every generated token except a
+  // final end token (the engine does not evaluate it). If the mirror disagrees with the session,
+  // forget it: the engine compares its own history anyway, so this only costs a cache miss.
+  slot.tokens = std::move(prompt);
+  if (!generated.empty() && !go.ignore_eos && engine_.is_end_token(generated.back())) generated.pop_back();
+  slot.tokens.insert(slot.tokens.end(), generated.begin(), generated.end());
+  if (!ok || slot.session->n_past() != static_cast<int>(slot.tokens.size())) {
+    slot.tokens.clear();
+    if (!ok) slot.session->reset();
+  }
+  slot.text.clear();
+  for (int32_t t : slot.tokens) slot.text += engine_.token_text(t);
+  if (!valid_utf8(slot.text)) slot.text.clear();
+
+  metrics_.set_slots(0, n_slots());
+  if (ok) {
+    metrics_.generation_done(stats, job.cancel.load());
+    job.end();
+  }
+}
+
+}  // namespace clover::server

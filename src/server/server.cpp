@@ -1,0 +1,126 @@
+// The server's lifetime: listen first, load the model in the background (/health says 503 until
+// it is ready), serve, and stop cleanly on SIGINT/SIGTERM.
+#include "server/server.h"
+
+#include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "server/server_state.h"
+
+namespace clover::server {
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void load(ServerState& st) {
+  EngineOptions eo;
+  eo.n_threads = st.opt.n_threads;
+  eo.n_ctx = st.opt.n_ctx;
+  st.engine = Engine::load(st.opt.model_path, eo);
+  for (const auto& w : st.engine->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const std::string source = st.opt.chat_template_file.empty() ? st.engine->chat_template() : read_file(st.opt.chat_template_file);
+  if (source.empty()) throw Error("the model has no chat template; give one with --chat-template-file");
+  try {
+    st.chat_template = std::make_unique<chat::ChatTemplate>(source);
+  } catch (const std::exception& e) {
+    throw Error(std::string("the chat template does not parse: ") + e.what());
+  }
+  SchedulerOptions so;
+  so.n_slots = st.opt.n_slots;
+  so.max_queue = st.opt.max_queue;
+  st.scheduler = std::make_unique<Scheduler>(*st.engine, so, st.metrics);
+}
+
+}  // namespace
+
+int run_server(const ServerOptions& opt) {
+  // SIGINT/SIGTERM are taken by one thread with sigwait(); every other thread blocks them.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that disconnects must not kill the server
+
+  ServerState st;
+  st.opt = opt;
+  st.model_name = opt.alias.empty() ? std::filesystem::path(opt.model_path).stem().string() : opt.alias;
+  st.defaults.mode = opt.mode;
+  st.defaults.threshold = opt.threshold;
+  st.defaults.chat_template_kwargs = opt.chat_template_kwargs;
+
+  httplib::Server http;
+  // Each streaming or waiting request holds a thread: enough for every slot and queued request.
+  const int n_http_threads = opt.n_slots + opt.max_queue + 16;
+  http.new_task_queue = [n_http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_http_threads)); };
+  http.set_payload_max_length(64u << 20);
+  http.set_read_timeout(60, 0);
+  http.set_write_timeout(60, 0);
+  http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    if (req.path != "/health" && req.path != "/metrics")
+      std::fprintf(stderr, "%s %s -> %d\n", req.method.c_str(), req.path.c_str(), res.status);
+  });
+  register_routes(http, st);
+
+  int port = opt.port;
+  if (port == 0) {
+    port = http.bind_to_any_port(opt.host);
+    if (port < 0) port = 0;
+  } else if (!http.bind_to_port(opt.host, port)) {
+    port = 0;
+  }
+  if (port == 0) {
+    std::fprintf(stderr, "error: cannot listen on %s:%d\n", opt.host.c_str(), opt.port);
+    return 1;
+  }
+  std::fprintf(stderr, "clover serve: listening on http://%s:%d (model %s loading)\n", opt.host.c_str(), port,
+               st.model_name.c_str());
+
+  bool load_failed = false;
+  std::thread loader([&] {
+    try {
+      const auto t0 = std::chrono::steady_clock::now();
+      load(st);
+      st.ready = true;
+      std::fprintf(stderr, "clover serve: model %s ready in %.2f s (%d slots of %d tokens)\n", st.opt.model_path.c_str(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), st.scheduler->n_slots(),
+                   st.scheduler->n_ctx());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      load_failed = true;
+      while (!http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      http.stop();
+    }
+  });
+  std::thread signals([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "clover serve: stopping\n");
+    if (st.ready.load()) st.scheduler->cancel_all();
+    http.stop();
+  });
+
+  http.listen_after_bind();
+  loader.join();
+  pthread_kill(signals.native_handle(), SIGTERM);  // wakes the signal thread if no signal came
+  signals.join();
+  st.scheduler.reset();  // cancels what is left and joins the worker
+  return load_failed ? 1 : 0;
+}
+
+}  // namespace clover::server
