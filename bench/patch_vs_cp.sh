@@ -8,7 +8,9 @@
 # alternating which goes first:
 #   cp        cp IN OUT                    (the data may still be dirty in the page cache)
 #   cp+sync   cp IN OUT && sync OUT        (durable, like the patch)
-#   patch     clover patch IN OUT          (fsyncs OUT before renaming it into place)
+#   patch     clover patch IN OUT          (fsyncs OUT before renaming it into place; --copy auto,
+#                                          which is read/write with a 1 MiB buffer on local filesystems)
+#   patch-cfr clover patch --copy kernel   (the same through copy_file_range)
 # As root, the page cache is dropped before every timed command (DROP_CACHES=0 to keep it), so each
 # one reads IN from disk. MB/s are IN's bytes (1e6) per second for all three.
 #
@@ -70,24 +72,30 @@ timed() {
 run_cp() { timed "$WORK/cp.out" cp --reflink=never "$IN" "$WORK/cp.out"; }
 run_cp_sync() { timed "$WORK/cp.out" sh -c 'cp --reflink=never "$1" "$2" && sync "$2"' _ "$IN" "$WORK/cp.out"; }
 run_patch() { timed "$WORK/patch.out" "$CLOVER" patch -q "$IN" "$WORK/patch.out" --target qwen35moe; }
+run_patch_cfr() { timed "$WORK/patch.out" "$CLOVER" patch -q "$IN" "$WORK/patch.out" --target qwen35moe --copy kernel; }
 mbs() { awk -v b="$size" -v s="$1" 'BEGIN {printf "%.0f", b / 1e6 / s}'; }
 
 echo "file: $IN ($(awk -v b="$size" 'BEGIN {printf "%.2f GB", b / 1e9}')), filesystem $(df -PT "$WORK" | awk 'NR==2 {print $2}'), drop caches: $([ "$DROP_CACHES" = 1 ] && echo yes || echo no)"
-printf "%-4s %-8s %10s %10s\n" rep what seconds MB/s
-sum_cp=0; sum_cs=0; sum_p=0
+printf "%-4s %-9s %10s %10s\n" rep what seconds MB/s
+declare -A times=([cp]="" [cp_sync]="" [patch]="" [patch_cfr]="")
 for rep in $(seq 1 "$REPS"); do
-  if [ $((rep % 2)) = 1 ]; then order="cp cp_sync patch"; else order="patch cp_sync cp"; fi
+  if [ $((rep % 2)) = 1 ]; then order="cp cp_sync patch patch_cfr"; else order="patch_cfr patch cp_sync cp"; fi
   for what in $order; do
     s=$(run_$what)
-    printf "%-4s %-8s %10s %10s\n" "$rep" "${what/_/+}" "$s" "$(mbs "$s")"
-    case $what in
-      cp) sum_cp=$(awk -v a="$sum_cp" -v b="$s" 'BEGIN {print a + b}') ;;
-      cp_sync) sum_cs=$(awk -v a="$sum_cs" -v b="$s" 'BEGIN {print a + b}') ;;
-      patch) sum_p=$(awk -v a="$sum_p" -v b="$s" 'BEGIN {print a + b}') ;;
-    esac
+    label=${what/cp_sync/cp+sync}
+    printf "%-4s %-9s %10s %10s\n" "$rep" "${label/_/-}" "$s" "$(mbs "$s")"
+    times[$what]="${times[$what]} $s"
   done
 done
-awk -v n="$REPS" -v b="$size" -v c="$sum_cp" -v cs="$sum_cs" -v p="$sum_p" 'BEGIN {
-  printf "mean over %d: cp %.0f MB/s, cp+sync %.0f MB/s, patch %.0f MB/s\n", n, b*n/1e6/c, b*n/1e6/cs, b*n/1e6/p
-  printf "patch / cp = %.2fx, patch / (cp+sync) = %.2fx (throughput ratio)\n", c/p, cs/p
-}'
+# Mean and median seconds per command; ratios are throughput ratios (time of cp / time of patch).
+stats() { echo "$1" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1; s += $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%f %f", s / NR, m}'; }
+read -r cp_mean cp_med <<< "$(stats "${times[cp]}")"
+read -r cs_mean cs_med <<< "$(stats "${times[cp_sync]}")"
+read -r p_mean p_med <<< "$(stats "${times[patch]}")"
+read -r k_mean k_med <<< "$(stats "${times[patch_cfr]}")"
+for kind in mean median; do
+  if [ $kind = mean ]; then c=$cp_mean cs=$cs_mean p=$p_mean k=$k_mean; else c=$cp_med cs=$cs_med p=$p_med k=$k_med; fi
+  awk -v m="$kind" -v n="$REPS" -v b="$size" -v c="$c" -v cs="$cs" -v p="$p" -v k="$k" 'BEGIN {
+    printf "%-6s of %d: cp %.0f MB/s, cp+sync %.0f, patch %.0f, patch-cfr %.0f; patch/cp %.2fx, patch/(cp+sync) %.2fx, patch-cfr/(cp+sync) %.2fx\n",
+           m, n, b/1e6/c, b/1e6/cs, b/1e6/p, b/1e6/k, c/p, cs/p, cs/k }'
+done
