@@ -38,10 +38,12 @@ def ar_generate(m, prompt, n, eos_ids=()):
     return out
 
 
-def diffusion_generate(m, prompt, n, eos_ids=(), block_size=None, tau=None, mask_id=None, use_reverse=True):
+def diffusion_generate(m, prompt, n, eos_ids=(), block_size=None, tau=None, mask_id=None, use_reverse=True,
+                       stats=None):
     """Block diffusion with greedy choices. tau is the file's f32 threshold widened to double; a masked
     position commits when its log-probability >= log(tau), and each pass commits at least the most
-    confident masked position (ties: lowest position)."""
+    confident masked position (ties: lowest position). stats: optional dict, gets "passes" (denoising
+    passes) and "committed" (masked positions filled by them) added."""
     B = block_size or m.cfg.block_size
     tau = float(torch.tensor(m.cfg.threshold if tau is None else tau, dtype=torch.float32))
     mask = m.cfg.mask_token_id if mask_id is None else mask_id
@@ -58,6 +60,9 @@ def diffusion_generate(m, prompt, n, eos_ids=(), block_size=None, tau=None, mask
             take = [i for i in masked if logp[i - 1] >= math.log(tau)]
             if not take:
                 take = [max(masked, key=lambda i: (logp[i - 1], -i))]
+            if stats is not None:
+                stats["passes"] = stats.get("passes", 0) + 1
+                stats["committed"] = stats.get("committed", 0) + len(take)
             for i in take:
                 block[i] = tok[i - 1]
             end = _first_finished_end(block[:need], mask, eos_ids)
@@ -80,10 +85,11 @@ def _first_finished_end(block, mask, eos_ids):
     return None
 
 
-def verify_generate(m, prompt, n, eos_ids=(), block_size=None, mask_id=None, use_reverse=True):
+def verify_generate(m, prompt, n, eos_ids=(), block_size=None, mask_id=None, use_reverse=True, stats=None):
     """Guess-then-verify, greedy: draft d1..d(B-1) by one denoising pass over [p, M x (B-1)], verify
     with one causal pass over [p, d1..d(B-1)] (AR argmax a_i at every position), accept the longest
-    run with d(i+1) == a_i, emit p, d1..dc; a_c is the next pending token."""
+    run with d(i+1) == a_i, emit p, d1..dc; a_c is the next pending token. stats: optional dict, gets
+    "cycles" and "accepted" (draft tokens accepted, c per cycle) added."""
     B = block_size or m.cfg.block_size
     mask = m.cfg.mask_token_id if mask_id is None else mask_id
     state, p = _prefill(m, prompt)
@@ -97,6 +103,9 @@ def verify_generate(m, prompt, n, eos_ids=(), block_size=None, mask_id=None, use
         c = 0
         while c < B - 1 and block[c + 1] == a[c]:
             c += 1
+        if stats is not None:
+            stats["cycles"] = stats.get("cycles", 0) + 1
+            stats["accepted"] = stats.get("accepted", 0) + c
         accepted = block[:c + 1]
         end = _first_finished_end(accepted, mask, eos_ids)
         if end is not None or len(out) + len(accepted) >= n:
