@@ -9,9 +9,13 @@ DEBIAN_PACKAGES=(
   libpcre2-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-numpy python3-torch libopenblas0-pthread python3-jinja2 python3-matplotlib
-  nodejs npm
   clang libclang-rt-14-dev
 )
+# Node.js and npm run the test tooling (llama.cpp oracle, openai client); any install will do, the
+# Debian packages only when none is on the PATH.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  DEBIAN_PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${DEBIAN_PACKAGES[@]}"; do
