@@ -32,8 +32,10 @@ fi
 
 if [ -f package-lock.json ]; then
   if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-    echo "setup: installing npm test tooling (package-lock.json)"
-    npm ci --no-audit --no-fund --loglevel=error
+    echo "setup: installing npm test tooling (versions pinned by package-lock.json)"
+    # Not `npm ci`: node-llama-cpp lists optional per-platform packages that the registry does not
+    # serve, which `npm ci` counts as a lock mismatch; `npm install` keeps the lock as it is.
+    npm install --no-audit --no-fund --loglevel=error
   else
     echo "setup: npm test tooling present"
   fi
