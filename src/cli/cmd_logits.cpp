@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/token_file.h"
 #include "clover/clover.h"
 
 namespace clover::cli {
@@ -34,35 +35,9 @@ Runner add_logits_command(CLI::App& app) {
   c->add_option("--chunk", a->chunk, "feed the tokens in calls of this many tokens (0: one call), to test state carry-over");
   c->add_option("--trace-routing", a->routing_trace, "write every MoE routing decision (layer position experts margin) to FILE");
   return [a] {
-    std::ifstream in(a->tokens_file);
-    if (!in) throw Error("cannot open " + a->tokens_file);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-      throw Error(a->tokens_file + ": " + e.what());
-    }
-    if (!j.is_array() || (j.empty() && a->denoise_block.empty())) throw Error(a->tokens_file + ": expected a non-empty JSON array of token ids");
-    std::vector<int32_t> ids;
-    for (const auto& v : j) {
-      if (!v.is_number_integer()) throw Error(a->tokens_file + ": token ids must be integers");
-      ids.push_back(v.get<int32_t>());
-    }
-    std::vector<int32_t> block;
-    if (!a->denoise_block.empty()) {
-      std::ifstream bin(a->denoise_block);
-      nlohmann::json bj;
-      try {
-        bj = nlohmann::json::parse(bin);
-      } catch (const std::exception& e) {
-        throw Error(a->denoise_block + ": " + e.what());
-      }
-      if (!bj.is_array() || bj.empty()) throw Error(a->denoise_block + ": expected a non-empty JSON array of token ids");
-      for (const auto& v : bj) {
-        if (!v.is_number_integer()) throw Error(a->denoise_block + ": token ids must be integers");
-        block.push_back(v.get<int32_t>());
-      }
-    }
+    // With --denoise the prefix may be empty (a block at the start of a sequence).
+    const std::vector<int32_t> ids = read_token_file(a->tokens_file, !a->denoise_block.empty());
+    const std::vector<int32_t> block = a->denoise_block.empty() ? std::vector<int32_t>{} : read_token_file(a->denoise_block);
     EngineOptions eo;
     eo.n_threads = a->threads;
     eo.n_ctx = a->n_ctx > 0 ? a->n_ctx : static_cast<int>(ids.size() + block.size());

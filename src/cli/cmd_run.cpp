@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/token_file.h"
 #include "clover/clover.h"
 
 namespace clover::cli {
@@ -33,23 +34,6 @@ struct RunArgs {
   bool show_blocks = false;
 };
 
-std::vector<int32_t> read_token_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open " + path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(path + ": " + e.what());
-  }
-  if (!j.is_array() || j.empty()) throw Error(path + ": expected a non-empty JSON array of token ids");
-  std::vector<int32_t> ids;
-  for (const auto& v : j) {
-    if (!v.is_number_integer()) throw Error(path + ": token ids must be integers");
-    ids.push_back(v.get<int32_t>());
-  }
-  return ids;
-}
 }  // namespace
 
 std::string default_model_path();
