@@ -114,6 +114,20 @@ class Reader {
   friend class ReaderParser;
 };
 
+// One entry of a file's tensor table, for encode_header().
+struct TableEntry {
+  const std::string* name;
+  const std::vector<int64_t>* dims;
+  DType type;
+  uint64_t offset;  // relative to the data section
+};
+
+// The bytes of a GGUF header: magic, version, counts, metadata and tensor table, without the
+// padding up to the data section. The Writer uses it; so do tools that place tensor data
+// themselves (clover patch copies it with copy_file_range).
+std::vector<uint8_t> encode_header(uint32_t version, const std::vector<std::pair<std::string, Value>>& metadata,
+                                   const std::vector<TableEntry>& tensors);
+
 // Streaming writer: declare metadata and tensor infos first, then write tensor data in the same
 // order, one tensor at a time, so a file far larger than memory can be written with bounded memory.
 // The file is written to `path + ".tmp"` and renamed to `path` only by finish(); destroying an

@@ -69,6 +69,9 @@ void validate_value(const Value& v, const std::string& where, int depth = 0) {
   }
 }
 
+}  // namespace
+
+namespace {
 // Little-endian encoding into a byte vector (used for the header and tables only).
 struct Encoder {
   std::vector<uint8_t> out;
@@ -111,6 +114,28 @@ struct Encoder {
 };
 
 }  // namespace
+
+std::vector<uint8_t> encode_header(uint32_t version, const std::vector<std::pair<std::string, Value>>& metadata,
+                                   const std::vector<TableEntry>& tensors) {
+  Encoder e;
+  e.put_bytes(kMagic, sizeof kMagic);
+  e.put<uint32_t>(version);
+  e.put<uint64_t>(tensors.size());
+  e.put<uint64_t>(metadata.size());
+  for (const auto& [k, v] : metadata) {
+    e.put_string(k);
+    e.put<uint32_t>(static_cast<uint32_t>(v.type));
+    e.put_value(v);
+  }
+  for (const auto& t : tensors) {
+    e.put_string(*t.name);
+    e.put<uint32_t>(static_cast<uint32_t>(t.dims->size()));
+    for (int64_t d : *t.dims) e.put<uint64_t>(static_cast<uint64_t>(d));
+    e.put<uint32_t>(static_cast<uint32_t>(t.type));
+    e.put<uint64_t>(t.offset);
+  }
+  return std::move(e.out);
+}
 
 struct Writer::Impl {
   struct Tensor {
@@ -274,25 +299,12 @@ void Writer::begin_data() {
     w.kv.emplace_back(kAlignmentKey, Value::u32(w.alignment));
   }
 
-  Encoder e;
-  e.put_bytes(kMagic, sizeof kMagic);
-  e.put<uint32_t>(w.version);
-  e.put<uint64_t>(w.tensors.size());
-  e.put<uint64_t>(w.kv.size());
-  for (const auto& [k, v] : w.kv) {
-    e.put_string(k);
-    e.put<uint32_t>(static_cast<uint32_t>(v.type));
-    e.put_value(v);
-  }
-  for (const auto& t : w.tensors) {
-    e.put_string(t.name);
-    e.put<uint32_t>(static_cast<uint32_t>(t.dims.size()));
-    for (int64_t d : t.dims) e.put<uint64_t>(static_cast<uint64_t>(d));
-    e.put<uint32_t>(static_cast<uint32_t>(t.type));
-    e.put<uint64_t>(t.offset);
-  }
+  std::vector<TableEntry> table;
+  table.reserve(w.tensors.size());
+  for (const auto& t : w.tensors) table.push_back({&t.name, &t.dims, t.type, t.offset});
+  const std::vector<uint8_t> header = encode_header(w.version, w.kv, table);
   w.began = true;
-  w.emit(e.out.data(), e.out.size());
+  w.emit(header.data(), header.size());
   w.data_start = align_up(w.pos, w.alignment);
   w.pad_to(w.data_start);
 }
