@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(
-  cmake g++ make pkg-config git
+  cmake g++ make pkg-config git ccache
   libpcre2-dev libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-numpy python3-torch libopenblas0-pthread python3-jinja2 python3-matplotlib
