@@ -4,16 +4,17 @@
     guess-then-verify modes;
   - tool use (first turn): the output parsed by the chat layer (`clover parse`) into the right
     get_weather calls;
-  - capitals, arithmetic / list transformations, retrieval: exact answer (AR);
-  - diffusion: tokens committed per denoising pass, and how often its output equals AR greedy;
-  - guess-then-verify: identical to AR greedy? accepted draft tokens per cycle;
+  - capitals, arithmetic / list transformations, retrieval: exact answer;
+  - diffusion: tokens generated per denoising pass, and how often its output equals AR greedy;
+  - guess-then-verify: identical to AR greedy? tokens per draft-and-verify cycle;
   - wall-clock tokens/s of the three modes, side by side.
 
-AR, diffusion and verify run in torchref's reference decoders (tools/torchref/decode.py) on the
-GGUF file (float64 by default, with ggml's activation rounding); AR also runs in the engine (`clover run`),
-and the two AR outputs are compared, until the engine has the other two modes.
+The three modes run in the engine (`clover run --mode ar|diffusion|spec --prompt-tokens F
+--print-tokens`, one thread). `--reference` also runs torchref's reference decoders
+(tools/torchref/decode.py, float64 with ggml's activation rounding; slow) on the same prompts and
+reports how often the engine's output equals the reference's, mode by mode.
 
-    /usr/bin/python3 -m tools.train.evaluate models/clover-tiny.gguf [--n 40] [--quick] [--out results.json]
+    /usr/bin/python3 -m tools.train.evaluate models/clover-tiny.gguf [--n 40] [--quick] [--reference] [--out results.json]
 """
 import argparse
 import json
@@ -21,12 +22,9 @@ import os
 import re
 import subprocess
 import tempfile
-import time
+import sys
 
-import torch
-
-from tools.torchref import decode, gguf
-from tools.torchref.model import CloverRef
+from tools.torchref import gguf
 from tools.train import dataset
 from tools.train.train import clover_bin, tokenized_examples
 
@@ -85,16 +83,46 @@ def tool_calls_ok(text, cities):
     return calls == [("get_weather", {"city": c}) for c in cities]
 
 
-def engine_ar(model, prompt_ids, n):
+STATS = re.compile(r"generation: (\d+) tokens in ([0-9.]+) s")
+MODE_STATS = re.compile(r"mode \w+: (\d+) passes \((\d+) denoising")
+
+
+def engine_generate(model, prompt_ids, n, mode, threshold=None):
+    """-> (token ids, {"tokens", "seconds", "passes", "denoise_passes"}) from `clover run`."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(prompt_ids, f)
     try:
-        t = time.time()
-        r = subprocess.run([clover_bin(), "run", "-m", model, "--prompt-tokens", f.name, "--print-tokens",
-                            "-n", str(n), "-t", "1"], capture_output=True, text=True, check=True)
-        return json.loads(r.stdout.strip().splitlines()[-1]), time.time() - t
+        cmd = [clover_bin(), "run", "-m", model, "--prompt-tokens", f.name, "--print-tokens", "-n", str(n),
+               "-t", "1", "--mode", mode]
+        if threshold is not None:
+            cmd += ["--threshold", str(threshold)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr[-2000:]}")
+        ids = json.loads(r.stdout.strip().splitlines()[-1])
+        g = STATS.search(r.stderr)
+        st = {"tokens": int(g.group(1)), "seconds": float(g.group(2)), "passes": 0, "denoise_passes": 0}
+        ms = MODE_STATS.search(r.stderr)
+        if ms:
+            st["passes"], st["denoise_passes"] = int(ms.group(1)), int(ms.group(2))
+        return ids, st
     finally:
         os.remove(f.name)
+
+
+def score(fam, text, meta):
+    if fam == "drone":
+        return drone_ok(text, meta["orders"])
+    if fam == "tools":
+        return tool_calls_ok(text, meta["cities"])
+    if fam == "capital":
+        return content_of(text) == meta["capital"]
+    if fam == "math":
+        return content_of(text) == meta["expected"]
+    return content_of(text) == meta["code"]
+
+
+MODES = ("ar", "diffusion", "spec")
 
 
 def main():
@@ -103,87 +131,78 @@ def main():
     ap.add_argument("--n", type=int, default=40, help="held-out examples per family")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--max-new", type=int, default=160)
-    ap.add_argument("--quick", action="store_true", help="CI subset: 3 per family, no engine")
-    ap.add_argument("--no-engine", action="store_true")
-    ap.add_argument("--dtype", default="f64", choices=["f64", "f32"],
-                    help="reference precision; in f32 a batched pass and single steps can round a near-tie "
-                         "argmax differently, so verify = AR is only exact in f64")
+    ap.add_argument("--threshold", type=float, help="diffusion threshold (default: the file's)")
+    ap.add_argument("--quick", action="store_true", help="CI subset: 3 examples per family")
+    ap.add_argument("--reference", action="store_true", help="also run torchref's decoders and compare (slow)")
+    ap.add_argument("--dtype", default="f64", choices=["f64", "f32"], help="reference precision")
     ap.add_argument("--out")
     a = ap.parse_args()
     if a.quick:
-        a.n, a.no_engine = 3, True
-    torch.set_num_threads(1)
-    m = CloverRef.from_gguf(a.model, dtype=torch.float64 if a.dtype == "f64" else torch.float32, act_quant=True)
+        a.n = 3
     detok = Detok(a.model)
     eos = detok.eos
-    fams = {"drone": 1.0, "tools": 1.0, "capital": 1.0, "math": 1.0, "retrieval": 1.0}
     ex = []
-    for fam in fams:
+    for fam in ("drone", "tools", "capital", "math", "retrieval"):
         ex += [e for e in dataset.generate(a.n * 2, a.seed, "heldout", weights={fam: 1.0})
                if not (fam == "tools" and e["meta"]["turn"] != 1)][:a.n]
     with tempfile.TemporaryDirectory() as tmp:
         ex = tokenized_examples(a.model, ex, os.path.join(tmp, "tok"))
+    ref = None
+    if a.reference:
+        import torch
+        from tools.torchref import decode
+        from tools.torchref.model import CloverRef
+        torch.set_num_threads(1)
+        ref = CloverRef.from_gguf(a.model, dtype=torch.float64 if a.dtype == "f64" else torch.float32, act_quant=True)
     res = {"model": a.model, "n_per_family": a.n, "families": {}}
-    tot = {"ar": [0, 0.0], "diffusion": [0, 0.0], "verify": [0, 0.0], "engine_ar": [0, 0.0]}
-    dstats, vstats = {}, {}
-    agree_diff = agree_verify = agree_engine = n_engine = 0
-    for e in ex:
+    tot = {m: {"tokens": 0, "seconds": 0.0, "passes": 0, "denoise_passes": 0} for m in MODES}
+    agree = {"diffusion": 0, "spec": 0}
+    ref_agree = {m: 0 for m in MODES}
+    for i, e in enumerate(ex):
         fam, prompt = e["family"], e["prompt_ids"]
         outs = {}
-        for mode, fn, st in (("ar", decode.ar_generate, None), ("diffusion", decode.diffusion_generate, dstats),
-                             ("verify", decode.verify_generate, vstats)):
-            t = time.time()
-            kw = {} if st is None else {"stats": st}
+        for mode in MODES:
+            outs[mode], st = engine_generate(a.model, prompt, a.max_new, mode, a.threshold if mode == "diffusion" else None)
+            for k in tot[mode]:
+                tot[mode][k] += st[k]
+        agree["diffusion"] += outs["diffusion"] == outs["ar"]
+        agree["spec"] += outs["spec"] == outs["ar"]
+        if ref is not None:
             with torch.no_grad():
-                outs[mode] = fn(m, prompt, a.max_new, eos_ids=eos, **kw)
-            tot[mode][0] += len(outs[mode])
-            tot[mode][1] += time.time() - t
-        agree_diff += outs["diffusion"] == outs["ar"]
-        agree_verify += outs["verify"] == outs["ar"]
-        if not a.no_engine:
-            ids, dt = engine_ar(a.model, prompt, a.max_new)
-            tot["engine_ar"][0] += len(ids)
-            tot["engine_ar"][1] += dt
-            agree_engine += ids == outs["ar"]
-            n_engine += 1
-        r = res["families"].setdefault(fam, {"n": 0, "ar": 0, "diffusion": 0, "verify": 0})
+                r_ar = decode.ar_generate(ref, prompt, a.max_new, eos_ids=eos)
+                r_diff = decode.diffusion_generate(ref, prompt, a.max_new, eos_ids=eos)
+                r_ver = decode.verify_generate(ref, prompt, a.max_new, eos_ids=eos)
+            for mode, r in (("ar", r_ar), ("diffusion", r_diff), ("spec", r_ver)):
+                ref_agree[mode] += outs[mode] == r
+        r = res["families"].setdefault(fam, {"n": 0, **{m: 0 for m in MODES}})
         r["n"] += 1
-        for mode in ("ar", "diffusion", "verify"):
-            text = detok(outs[mode])
-            if fam == "drone":
-                ok = drone_ok(text, e["meta"]["orders"])
-            elif fam == "tools":
-                ok = tool_calls_ok(text, e["meta"]["cities"])
-            elif fam == "capital":
-                ok = content_of(text) == e["meta"]["capital"]
-            elif fam == "math":
-                ok = content_of(text) == e["meta"]["expected"]
-            else:
-                ok = content_of(text) == e["meta"]["code"]
-            r[mode] += ok
+        for mode in MODES:
+            r[mode] += score(fam, detok(outs[mode]), e["meta"])
         if r["n"] <= 2:
             print(f"[{fam}] expected {e['answer']!r}\n   ar: {detok(outs['ar'])!r}\n diff: {detok(outs['diffusion'])!r}",
                   flush=True)
+        print(f"{i + 1}/{len(ex)} examples", file=sys.stderr, flush=True)
     for fam, r in res["families"].items():
-        for mode in ("ar", "diffusion", "verify"):
+        for mode in MODES:
             r[mode] = r[mode] / r["n"]
     n = len(ex)
-    # generated tokens (pending tokens and the end token included, positions after it not) per
-    # denoising pass; "committed" also counts positions after the end that a pass filled before
-    # the end token was decided
-    res["diffusion_tokens_per_pass"] = tot["diffusion"][0] / max(1, dstats.get("passes", 0))
-    res["diffusion_committed_per_pass"] = dstats.get("committed", 0) / max(1, dstats.get("passes", 0))
-    res["diffusion_equals_ar"] = agree_diff / n
-    res["verify_equals_ar"] = agree_verify / n
-    res["verify_accepted_per_cycle"] = vstats.get("accepted", 0) / max(1, vstats.get("cycles", 0))
-    if n_engine:
-        res["engine_ar_equals_reference_ar"] = agree_engine / n_engine
-    res["tokens_per_s"] = {k: v[0] / v[1] for k, v in tot.items() if v[1] > 0}
-    res["note"] = "tokens/s: torchref (Python, 1 thread) for ar/diffusion/verify; engine_ar = clover run incl. load"
+    d, v = tot["diffusion"], tot["spec"]
+    # generated tokens (the end token included) per denoising pass; a diffusion block also costs one
+    # causal commit pass, counted in "passes"
+    res["diffusion_tokens_per_denoising_pass"] = d["tokens"] / max(1, d["denoise_passes"])
+    res["diffusion_tokens_per_pass"] = d["tokens"] / max(1, d["passes"])
+    res["diffusion_equals_ar"] = agree["diffusion"] / n
+    res["spec_equals_ar"] = agree["spec"] / n
+    res["spec_tokens_per_cycle"] = v["tokens"] / max(1, v["denoise_passes"])
+    res["tokens_per_s"] = {m: tot[m]["tokens"] / tot[m]["seconds"] for m in MODES if tot[m]["seconds"] > 0}
+    res["note"] = "engine, 1 thread, generation time only (clover run's own timer), summed over all examples"
+    if ref is not None:
+        res["engine_equals_reference"] = {m: ref_agree[m] / n for m in MODES}
     print(json.dumps(res, indent=2))
     if a.out:
         with open(a.out, "w") as f:
             json.dump(res, f, indent=2)
+    return res
 
 
 if __name__ == "__main__":
