@@ -39,6 +39,7 @@ class CompareLlamaCpp(unittest.TestCase):
                 for eng, key in (("llama.cpp", "llama"), ("clover", "clover")):
                     samples = sorted(r["median_ts"] for r in recs if r["engine"] == eng and r["test"] == test)
                     self.assertAlmostEqual(row[key][0], (samples[0] + samples[1]) / 2)  # median of 2 rounds
+                    self.assertEqual((row[key][3], row[key][4]), (samples[0], samples[1]))  # the rounds' range
                 self.assertAlmostEqual(row["ratio"], row["clover"][0] / row["llama"][0])
                 self.assertIn(f"| tiny | {test} |", out.stdout)
             self.assertEqual(out.stdout.strip(), (d / "r.md").read_text().strip())
