@@ -29,6 +29,7 @@ struct ModelInfo {
   int n_expert = 0, n_expert_used = 0;
   uint64_t n_params = 0;
   uint64_t file_bytes = 0;
+  std::string weight_type;   // the tensor type holding most of the file's bytes (Q4_0, Q8_0, F32...)
   bool can_denoise = false;  // has the reverse in-block path (official layout)
   int block_size = 32;
   float threshold = 0.95f;
@@ -97,6 +98,15 @@ struct GenerateStats {
   double denoise_seconds = 0;  // time in denoising passes
 };
 
+// The work of a session's last forward pass (eval or denoise), for benchmarks: how many tokens it
+// ran and how much of the MoE it touched. Summed over every layer (divide by ModelInfo::n_layer
+// for a per-layer figure) and over every chunk of a long eval.
+struct PassStats {
+  int64_t tokens = 0;
+  int64_t expert_rows = 0;       // (token, routed expert) pairs computed
+  int64_t distinct_experts = 0;  // distinct routed experts whose weights were read
+};
+
 // What a generation reports as it goes.
 struct Event {
   std::string text;                   // new text (whole UTF-8 characters)
@@ -123,6 +133,9 @@ class Session {
   // One denoising pass over a block (the pending token, then tokens or the mask token) after the
   // committed tokens; returns logits for every block position. The session is left unchanged.
   virtual std::vector<float> denoise(std::span<const int32_t> block, bool reverse_path = true) = 0;
+  // The work of the last eval() or denoise() of this session (generate() runs many passes: this is
+  // then its last one).
+  virtual PassStats last_pass() const = 0;
   // Generates after `prompt` (the tokens already in the session that match the prompt's start
   // are reused). Streams events; returns the final one.
   virtual Event generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) = 0;

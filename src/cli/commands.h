@@ -20,5 +20,6 @@ Runner add_template_command(CLI::App& app);  // render a chat template
 Runner add_parse_command(CLI::App& app);     // parse model output into an OpenAI message
 Runner add_serve_command(CLI::App& app);     // OpenAI-compatible HTTP server
 Runner add_vocab_command(CLI::App& app);     // train a BPE vocabulary / tokenise a batch
+Runner add_bench_command(CLI::App& app);     // prompt / generation throughput (like llama-bench)
 
 }  // namespace clover::cli

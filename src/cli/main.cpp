@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add(clover::cli::add_template_command(app));
   add(clover::cli::add_parse_command(app));
   add(clover::cli::add_serve_command(app));
+  add(clover::cli::add_bench_command(app));
 
   // llama.cpp spells some options with one dash and several letters, which CLI11 cannot declare:
   // accept them under their long names.

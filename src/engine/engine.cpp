@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
+#include <map>
 #include <thread>
 
 #include "clover/clover.h"
@@ -52,6 +53,7 @@ class SessionImpl final : public Session {
   }
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_positions) override;
   std::vector<float> denoise(std::span<const int32_t> block, bool reverse_path) override;
+  PassStats last_pass() const override { return last_pass_; }
   Event generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) override;
 
  private:
@@ -59,6 +61,8 @@ class SessionImpl final : public Session {
   model::SequenceState state_;
   std::vector<int32_t> history_;  // tokens in the state
   int n_ctx_;                      // the context offered to requests (the state has block scratch beyond it)
+  PassStats last_pass_;             // copied from the shared Forward after each eval/denoise of this session
+  void note_pass();
 };
 
 class EngineImpl final : public Engine {
@@ -85,7 +89,14 @@ class EngineImpl final : public Engine {
     info_.n_ctx_train = hp.n_ctx_train;
     info_.n_expert = hp.n_expert;
     info_.n_expert_used = hp.n_expert_used;
-    for (const auto& t : model_->file().tensors()) info_.n_params += static_cast<uint64_t>(t.n_elements());
+    std::map<DType, uint64_t> bytes_by_type;
+    for (const auto& t : model_->file().tensors()) {
+      info_.n_params += static_cast<uint64_t>(t.n_elements());
+      bytes_by_type[t.type] += t.size;
+    }
+    if (!bytes_by_type.empty())
+      info_.weight_type = std::string(dtype_name(
+          std::max_element(bytes_by_type.begin(), bytes_by_type.end(), [](auto& a, auto& b) { return a.second < b.second; })->first));
     info_.file_bytes = model_->file().file_size();
     info_.can_denoise = hp.has_reverse_path;
     info_.block_size = hp.block_size;
@@ -138,7 +149,13 @@ std::vector<float> SessionImpl::eval(std::span<const int32_t> tokens, bool all_p
     throw Error(e.what());
   }
   history_.insert(history_.end(), tokens.begin(), tokens.end());
+  note_pass();
   return logits;
+}
+
+void SessionImpl::note_pass() {
+  const model::PassStats& s = eng_.forward().last_stats();
+  last_pass_ = PassStats{s.tokens, s.expert_rows, s.distinct_experts};
 }
 
 std::vector<float> SessionImpl::denoise(std::span<const int32_t> block, bool reverse_path) {
@@ -148,6 +165,7 @@ std::vector<float> SessionImpl::denoise(std::span<const int32_t> block, bool rev
   } catch (const std::exception& e) {
     throw Error(e.what());
   }
+  note_pass();
   return logits;
 }
 
@@ -220,6 +238,7 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
       case DecodeMode::Diffusion: decode::decode_diffusion(ctx, pending, o, emit, ds); break;
       case DecodeMode::Spec: decode::decode_spec(ctx, pending, o, emit, ds); break;
     }
+    note_pass();
   }
   FinishReason finish = ended || cancelled ? FinishReason::Stop : FinishReason::Length;
   if (!stops.stopped()) {
