@@ -42,7 +42,7 @@ struct EngineOptions {
   int max_batch = 256; // tokens per internal forward pass (prefill chunk)
   bool prefault = false;
   std::string routing_trace;  // debugging: write every MoE routing decision to this file
-  int state_snapshots = 2;    // recurrent-state snapshots kept per session for prefix reuse
+  int state_snapshots = 4;    // recurrent-state snapshots kept per session for prefix reuse
 };
 
 // Progress of long operations: done out of total, with a short label.
@@ -85,6 +85,10 @@ struct GenerateOptions {
   float threshold = -1.0f;  // diffusion confidence threshold; < 0: the model's (0.95)
   int block_size = 0;       // positions per block; 0: the model's (32)
   std::function<void(const BlockEvent&)> on_block;  // optional: every denoising pass
+  // Prompt positions after which the session keeps a recurrent-state snapshot, besides the end of
+  // the prompt: where later prompts are likely to diverge (a chat: the end of the conversation,
+  // before the generation prompt, which the next turn re-renders differently).
+  std::vector<int> snapshot_at;
 };
 
 struct GenerateStats {

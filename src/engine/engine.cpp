@@ -247,6 +247,18 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
   done.stats.cached_tokens = static_cast<int>(history_.size());
   engine::PassBatcher::Participant part(eng_.batcher());
   const auto t0 = Clock::now();
+  // The prompt in segments ending at the requested snapshot positions, then at its end.
+  std::vector<int> cuts;
+  for (int p : opts.snapshot_at)
+    if (p > static_cast<int>(history_.size()) && p < static_cast<int>(prompt.size())) cuts.push_back(p);
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  for (int p : cuts) {
+    run_pass(model::SeqPass{&state_, prompt.subspan(history_.size(), p - history_.size()), model::PassKind::Causal,
+                            model::LogitRows::None, nullptr, true});
+    history_.insert(history_.end(), prompt.begin() + static_cast<std::ptrdiff_t>(history_.size()), prompt.begin() + p);
+    take_snapshot();
+  }
   std::vector<float> logits = eval_batched(prompt.subspan(history_.size()), false);
   take_snapshot();
   done.stats.prompt_tokens = static_cast<int>(prompt.size()) - done.stats.cached_tokens;

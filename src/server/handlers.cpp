@@ -140,8 +140,9 @@ void start_stream(httplib::Response& res, std::shared_ptr<Stream> s) {
       [s](bool) { s->job->cancel = true; });  // no-op once the job ended
 }
 
-std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text) {
+std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text, size_t history_chars = 0) {
   JobInput in;
+  in.history_chars = history_chars;
   in.prompt_text = std::move(prompt_text);
   in.prompt_tokens = r.prompt_tokens;
   in.options = r.gen;
@@ -180,7 +181,9 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   oo.parser.thinking_open = rp.thinking_open;
   oo.parser.tools = r.chat.tools;
 
-  auto job = submit(st, r, std::move(rp.prompt));
+  const size_t history_chars =
+      std::string_view(rp.prompt).ends_with(rp.generation_prompt) ? rp.prompt.size() - rp.generation_prompt.size() : 0;
+  auto job = submit(st, r, std::move(rp.prompt), history_chars);
   const ResponseMeta meta = new_meta("chatcmpl-", st.model_name);
   if (r.stream) {
     auto s = std::make_shared<Stream>();

@@ -260,6 +260,12 @@ void Scheduler::run(Slot& slot, Job& job, std::vector<int32_t> prompt) {
     return;
   }
   GenerateOptions go = job.input.options;
+  if (job.input.history_chars > 0 && job.input.history_chars < job.input.prompt_text.size()) {
+    // Keep a snapshot where the next turn will diverge: the next prompt re-renders this one's
+    // generation prompt and answer differently (Qwen templates drop the reasoning).
+    const std::vector<int32_t> h = engine_.tokenize(std::string_view(job.input.prompt_text).substr(0, job.input.history_chars), true);
+    if (h.size() < prompt.size() && std::equal(h.begin(), h.end(), prompt.begin())) go.snapshot_at.push_back(static_cast<int>(h.size()));
+  }
   const int room = n_ctx - n_prompt;
   go.max_tokens = job.input.max_tokens_given ? std::min(go.max_tokens, room) : room;
   job.set_prompt_tokens(n_prompt);

@@ -37,6 +37,7 @@ struct JobInput {
   std::string prompt_text;            // tokenised by the worker (parse_special), unless tokens are given
   std::vector<int32_t> prompt_tokens;
   bool max_tokens_given = false;      // else: up to the end of the context
+  size_t history_chars = 0;           // chat: prompt_text's length before the generation prompt
   GenerateOptions options;
 };
 

@@ -131,8 +131,17 @@ TEST_F(BatchingTest, APromptDivergingAfterAnEarlierPromptReusesItsSnapshot) {
   p5.push_back(9);
   EXPECT_EQ(s->reusable_prefix(p5), 0);
   Job j5{p5, j1.opts};
+  j5.opts.snapshot_at = {2, 3};  // inside the prompt: where the next one will diverge
   run(*s, j5, &st);
   EXPECT_EQ(st.cached_tokens, 0);
+  std::vector<int32_t> p6(p5.begin(), p5.begin() + 3);
+  p6.push_back(11);
+  p6.push_back(12);
+  Job j6{p6, j1.opts};
+  const std::vector<int32_t> out6 = run(*s, j6, &st);
+  EXPECT_EQ(st.cached_tokens, 3);
+  EXPECT_EQ(st.prompt_tokens, 2);
+  EXPECT_EQ(out6, run(*engine_->new_session(), j6));
 }
 
 }  // namespace
