@@ -53,8 +53,11 @@ bool same_matrix(const kernels::MatRef& a, const kernels::MatRef& b) {
   return a.data == b.data && a.rows == b.rows && a.cols == b.cols && a.type == b.type;
 }
 
+// Shapes a scratch matrix without clearing it (its rows are written before they are read); grows
+// only, so a warm pass allocates nothing even when layers alternate shapes.
 void ensure(Mat& m, int64_t rows, int64_t cols) {
-  if (m.cols != cols || static_cast<int64_t>(m.v.size()) < rows * cols) m.resize(rows, cols);
+  if (static_cast<int64_t>(m.v.size()) < rows * cols) m.v.resize(static_cast<size_t>(rows * cols));
+  m.cols = cols;
 }
 
 }  // namespace
@@ -121,18 +124,22 @@ void Forward::multi(std::span<const SeqPass> passes) {
     for (int64_t r = 0; r < N; ++r) ops::rms_norm(m.x.row(r), L.attn_norm, m.h.row(r), E, hp_.rms_eps);
 
     // The mixer's input projections over all rows, and which projection is its output.
-    std::vector<kernels::MatRef> inputs;
+    kernels::MatRef inputs[6];
+    size_t n_inputs = 0;
     if (L.recurrent) {
-      inputs = {L.gdn.qkv, L.gdn.gate, L.gdn.beta, L.gdn.alpha};
-      if (any_reverse) inputs.insert(inputs.end(), {L.gdn.rev_beta, L.gdn.rev_alpha});
+      for (const kernels::MatRef& x : {L.gdn.qkv, L.gdn.gate, L.gdn.beta, L.gdn.alpha}) inputs[n_inputs++] = x;
+      if (any_reverse) {
+        inputs[n_inputs++] = L.gdn.rev_beta;
+        inputs[n_inputs++] = L.gdn.rev_alpha;
+      }
       m.deferred = L.gdn.out;
     } else {
-      inputs = {L.attn.q, L.attn.k, L.attn.v};
+      for (const kernels::MatRef& x : {L.attn.q, L.attn.k, L.attn.v}) inputs[n_inputs++] = x;
       m.deferred = L.attn.o;
     }
-    if (m.pre.size() < inputs.size()) m.pre.resize(inputs.size());
-    m.n_pre = inputs.size();
-    for (size_t i = 0; i < inputs.size(); ++i) {
+    if (m.pre.size() < n_inputs) m.pre.resize(n_inputs);
+    m.n_pre = n_inputs;
+    for (size_t i = 0; i < n_inputs; ++i) {
       m.pre[i].w = inputs[i];
       ensure(m.pre[i].out, max_batch_, inputs[i].rows);
       linear(inputs[i], m.h.row(0), static_cast<int>(N), E, m.pre[i].out.row(0));

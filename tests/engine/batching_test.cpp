@@ -4,8 +4,6 @@
 // a session's history after an earlier prompt reuses that prompt's prefix through its snapshot.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cstdio>
 #include <thread>
 
 #include "clover/clover.h"
@@ -54,26 +52,24 @@ std::vector<int32_t> run(Session& s, const Job& j, GenerateStats* stats = nullpt
 TEST_F(BatchingTest, ConcurrentGenerationsEqualEachRunAlone) {
   std::vector<Job> jobs;
   const DecodeMode modes[] = {DecodeMode::AR, DecodeMode::Diffusion, DecodeMode::Spec};
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < 5; ++i) {
     Job j;
     std::string text = "Prompt number " + std::to_string(i) + ": ";
-    for (int r = 0; r < i * 6; ++r) text += "more words ";  // up to ~150 tokens: several chunks
+    for (int r = 0; r < i * 8; ++r) text += "more words ";  // long ones take several chunks of 64
     j.prompt = engine_->tokenize(text, false);
-    j.opts.max_tokens = 10 + 2 * i;
+    j.opts.max_tokens = 8 + 2 * i;
     j.opts.ignore_eos = true;
     j.opts.mode = modes[i % 3];
     j.opts.block_size = 8;
     j.opts.threshold = 0.5f;
-    if (i == 3 || i == 4) {  // seeded sampling
+    if (i == 3 || i == 4) {  // seeded sampling (ar, diffusion)
       j.opts.sampling.temperature = 0.8f;
       j.opts.sampling.seed = 100 + i;
     }
     jobs.push_back(std::move(j));
   }
-  auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<int32_t>> alone;
   for (const Job& j : jobs) alone.push_back(run(*engine_->new_session(), j));
-  auto t1 = std::chrono::steady_clock::now();
 
   const BatchingStats before = engine_->batching_stats();
   std::vector<std::unique_ptr<Session>> sessions;
@@ -82,8 +78,6 @@ TEST_F(BatchingTest, ConcurrentGenerationsEqualEachRunAlone) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < jobs.size(); ++i) threads.emplace_back([&, i] { together[i] = run(*sessions[i], jobs[i]); });
   for (auto& t : threads) t.join();
-  auto t2 = std::chrono::steady_clock::now();
-  std::printf("alone %.3f s, together %.3f s\n", std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
   for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(together[i], alone[i]) << "job " << i;
 
   const BatchingStats after = engine_->batching_stats();
