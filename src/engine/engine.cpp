@@ -254,8 +254,12 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   for (int p : cuts) {
-    run_pass(model::SeqPass{&state_, prompt.subspan(history_.size(), p - history_.size()), model::PassKind::Causal,
-                            model::LogitRows::None, nullptr, true});
+    try {
+      run_pass(model::SeqPass{&state_, prompt.subspan(history_.size(), p - history_.size()), model::PassKind::Causal,
+                              model::LogitRows::None, nullptr, true});
+    } catch (const std::exception& e) {
+      throw Error(e.what());
+    }
     history_.insert(history_.end(), prompt.begin() + static_cast<std::ptrdiff_t>(history_.size()), prompt.begin() + p);
     take_snapshot();
   }
