@@ -43,6 +43,7 @@ struct EngineOptions {
   int max_batch = 256; // tokens per internal forward pass (prefill chunk)
   bool prefault = false;
   std::string routing_trace;  // debugging: write every MoE routing decision to this file
+  int state_snapshots = 4;    // recurrent-state snapshots kept per session for prefix reuse
 };
 
 // Progress of long operations: done out of total, with a short label.
@@ -85,6 +86,10 @@ struct GenerateOptions {
   float threshold = -1.0f;  // diffusion confidence threshold; < 0: the model's (0.95)
   int block_size = 0;       // positions per block; 0: the model's (32)
   std::function<void(const BlockEvent&)> on_block;  // optional: every denoising pass
+  // Prompt positions after which the session keeps a recurrent-state snapshot, besides the end of
+  // the prompt: where later prompts are likely to diverge (a chat: the end of the conversation,
+  // before the generation prompt, which the next turn re-renders differently).
+  std::vector<int> snapshot_at;
 };
 
 struct GenerateStats {
@@ -119,8 +124,22 @@ using EventFn = std::function<bool(const Event&)>;
 
 class Engine;
 
-// One sequence with its cache (attention KV + recurrent state). Not thread-safe; one session
-// serves one conversation at a time.
+// Continuous batching counters (Engine::batching_stats).
+struct BatchingStats {
+  uint64_t passes = 0;     // forward passes run for generations
+  uint64_t sequences = 0;  // sequence passes in them (sequences / passes: the mean batch)
+  int max_sequences = 0;   // the most sequences one pass held
+};
+
+// One sequence with its cache (attention KV + recurrent state). A session serves one conversation
+// at a time and is not safe to drive from two threads; different sessions of one engine may be
+// driven from different threads at once: their forward passes are then batched together
+// (continuous batching), each sequence getting exactly the logits it would get alone.
+//
+// Prefix reuse: the attention cache can be cut back to any length, the recurrent (GDN) state
+// cannot, so a session keeps a few snapshots of its recurrent state (at the end of each prompt).
+// A prompt that extends the session's history reuses all of it; one that diverges from it reuses
+// the longest prefix ending at a snapshot.
 class Session {
  public:
   virtual ~Session() = default;
@@ -136,6 +155,8 @@ class Session {
   // The work of the last eval() or denoise() of this session (generate() runs many passes: this is
   // then its last one).
   virtual PassStats last_pass() const = 0;
+  // How many of the prompt's tokens generate() would reuse from the cache (0: none).
+  virtual int reusable_prefix(std::span<const int32_t> prompt) const = 0;
   // Generates after `prompt` (the tokens already in the session that match the prompt's start
   // are reused). Streams events; returns the final one.
   virtual Event generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) = 0;
@@ -149,6 +170,7 @@ class Engine {
   virtual const ModelInfo& info() const = 0;
   virtual int n_threads() const = 0;
   virtual std::unique_ptr<Session> new_session() = 0;
+  virtual BatchingStats batching_stats() const = 0;
 
   virtual std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const = 0;
   virtual std::string detokenize(std::span<const int32_t> tokens) const = 0;

@@ -12,10 +12,18 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Runs a causal pass through the context (appends `tokens` to the state, not to `committed`).
+void causal(Context& c, std::span<const int32_t> tokens, model::LogitRows rows, float* logits) {
+  if (c.run_pass)
+    c.run_pass(model::SeqPass{&c.state, tokens, model::PassKind::Causal, rows, logits, true});
+  else
+    c.forward.causal(c.state, tokens, rows, logits);
+}
+
 // A causal pass that commits `tokens` to the state (and to the committed list).
 void commit(Context& c, std::span<const int32_t> tokens, model::LogitRows rows, float* logits, Stats& stats) {
   const auto t0 = Clock::now();
-  c.forward.causal(c.state, tokens, rows, logits);
+  causal(c, tokens, rows, logits);
   c.committed.insert(c.committed.end(), tokens.begin(), tokens.end());
   ++stats.causal_passes;
   stats.causal_seconds += since(t0);
@@ -23,7 +31,10 @@ void commit(Context& c, std::span<const int32_t> tokens, model::LogitRows rows, 
 
 void denoise(Context& c, const std::vector<int32_t>& block, const Options& o, float* logits, Stats& stats) {
   const auto t0 = Clock::now();
-  c.forward.denoise(c.state, block, logits, o.reverse_path);
+  if (c.run_pass)
+    c.run_pass(model::SeqPass{&c.state, block, model::PassKind::Denoise, model::LogitRows::All, logits, o.reverse_path});
+  else
+    c.forward.denoise(c.state, block, logits, o.reverse_path);
   ++stats.denoise_passes;
   stats.denoise_seconds += since(t0);
 }
@@ -140,7 +151,7 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
     snapshot = c.state.gdn;  // reuses the snapshot's storage after the first cycle
     const int n_past0 = c.state.n_past;
     const auto t0 = Clock::now();
-    c.forward.causal(c.state, block, model::LogitRows::All, logits.data());
+    causal(c, block, model::LogitRows::All, logits.data());
     ++stats.causal_passes;
     stats.causal_seconds += since(t0);
 

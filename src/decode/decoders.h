@@ -44,13 +44,18 @@ struct Stats {
   double causal_seconds = 0.0;
 };
 
+// Runs one forward pass of the decoder's sequence (SeqPass::state is the context's state).
+using PassFn = std::function<void(const model::SeqPass& pass)>;
+
 // What a decoder works on. `committed` is the list of tokens in the state; decoders append what
-// they commit to it.
+// they commit to it. Passes go to `run_pass` when set (the engine shares them with other
+// sequences: continuous batching), else straight to `forward`.
 struct Context {
   model::Forward& forward;
   model::SequenceState& state;
   sampling::Sampler& sampler;
   std::vector<int32_t>& committed;
+  PassFn run_pass = {};
 };
 
 // Each decoder starts from the pending token (decided from the last prompt logits, not yet in the

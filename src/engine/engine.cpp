@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "clover/clover.h"
+#include "engine/pass_batcher.h"
 #include "engine/stop_strings.h"
 #include "gguf/gguf.h"
 #include "model/forward.h"
@@ -50,16 +51,33 @@ class SessionImpl final : public Session {
   void reset() override {
     state_.reset();
     history_.clear();
+    snapshots_.clear();
   }
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_positions) override;
   std::vector<float> denoise(std::span<const int32_t> block, bool reverse_path) override;
   PassStats last_pass() const override { return last_pass_; }
+  int reusable_prefix(std::span<const int32_t> prompt) const override;
   Event generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) override;
 
  private:
+  // The recurrent state after the first n_tokens of history_ (the attention cache needs no copy:
+  // its rows up to n_tokens are still those of that prefix as long as history_ starts with it).
+  struct Snapshot {
+    int n_tokens = 0;
+    std::vector<model::GdnLayerState> gdn;
+  };
+  // The longest reusable prefix: all of history_ when it is a strict prefix of the prompt
+  // (snapshot -1), else the longest snapshot that is (its index).
+  std::pair<int, int> best_prefix(std::span<const int32_t> prompt) const;
+  void take_snapshot();
+  // Passes of this session, through the engine's batcher; the caller is a participant.
+  void run_pass(const model::SeqPass& p);
+  std::vector<float> eval_batched(std::span<const int32_t> tokens, bool all_positions);
+
   EngineImpl& eng_;
   model::SequenceState state_;
   std::vector<int32_t> history_;  // tokens in the state
+  std::vector<Snapshot> snapshots_;  // oldest first, at most EngineOptions::state_snapshots
   int n_ctx_;                      // the context offered to requests (the state has block scratch beyond it)
   PassStats last_pass_;             // copied from the shared Forward after each eval/denoise of this session
   void note_pass();
@@ -70,7 +88,9 @@ class EngineImpl final : public Engine {
   EngineImpl(std::unique_ptr<model::Model> m, const EngineOptions& opts)
       : model_(std::move(m)),
         pool_(opts.n_threads > 0 ? opts.n_threads : std::max(1u, std::thread::hardware_concurrency())),
-        forward_(*model_, pool_, opts.max_batch) {
+        forward_(*model_, pool_, opts.max_batch),
+        batcher_(forward_),
+        snapshots_(std::max(0, opts.state_snapshots)) {
     const model::HParams& hp = model_->hp();
     if (!opts.routing_trace.empty()) {
       trace_ = std::fopen(opts.routing_trace.c_str(), "w");
@@ -112,6 +132,10 @@ class EngineImpl final : public Engine {
   const ModelInfo& info() const override { return info_; }
   int n_threads() const override { return pool_.size(); }
   std::unique_ptr<Session> new_session() override { return std::make_unique<SessionImpl>(*this); }
+  BatchingStats batching_stats() const override {
+    const engine::BatchStats b = batcher_.stats();
+    return BatchingStats{b.rounds, b.sequences, b.max_sequences};
+  }
 
   std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const override {
     return model_->tokenizer().encode(text, parse_special);
@@ -125,12 +149,16 @@ class EngineImpl final : public Engine {
 
   const model::Model& model() const { return *model_; }
   model::Forward& forward() { return forward_; }
+  engine::PassBatcher& batcher() { return batcher_; }
   int n_ctx() const { return n_ctx_; }
+  int snapshots() const { return snapshots_; }
 
  private:
   std::unique_ptr<model::Model> model_;
   ThreadPool pool_;
   model::Forward forward_;
+  engine::PassBatcher batcher_;
+  int snapshots_;
   int n_ctx_ = 0;
   ModelInfo info_;
   std::FILE* trace_ = nullptr;
@@ -138,13 +166,41 @@ class EngineImpl final : public Engine {
 
 SessionImpl::SessionImpl(EngineImpl& eng) : eng_(eng), state_(eng.model().hp(), eng.n_ctx() + kMaxBlock), n_ctx_(eng.n_ctx()) {}
 
+void SessionImpl::run_pass(const model::SeqPass& p) {
+  if (p.kind == model::PassKind::Denoise) {
+    eng_.batcher().run(p);
+    return;
+  }
+  // Causal: in chunks of at most max_batch tokens (logits only from the chunks that need them).
+  const int64_t T = static_cast<int64_t>(p.tokens.size()), max_batch = eng_.forward().max_batch();
+  const int64_t V = eng_.model().hp().n_vocab;
+  if (T == 0) {
+    eng_.batcher().run(p);  // fails with the forward pass's message
+    return;
+  }
+  for (int64_t b = 0; b < T; b += max_batch) {
+    const int64_t n = std::min(max_batch, T - b);
+    model::SeqPass chunk = p;
+    chunk.tokens = p.tokens.subspan(b, n);
+    chunk.rows = p.rows == model::LogitRows::All ? model::LogitRows::All : (b + n == T ? p.rows : model::LogitRows::None);
+    chunk.logits = p.rows == model::LogitRows::All ? p.logits + b * V : p.logits;
+    eng_.batcher().run(chunk);
+  }
+}
+
 std::vector<float> SessionImpl::eval(std::span<const int32_t> tokens, bool all_positions) {
+  engine::PassBatcher::Participant part(eng_.batcher());
+  return eval_batched(tokens, all_positions);
+}
+
+std::vector<float> SessionImpl::eval_batched(std::span<const int32_t> tokens, bool all_positions) {
   const int n_vocab = eng_.model().hp().n_vocab;
   if (state_.n_past + static_cast<int64_t>(tokens.size()) > n_ctx_)
     throw Error(fmt::format("context full: {} cached + {} new tokens exceed the context of {}", state_.n_past, tokens.size(), n_ctx_));
   std::vector<float> logits(static_cast<size_t>(all_positions ? tokens.size() : 1) * n_vocab);
   try {
-    eng_.forward().causal(state_, tokens, all_positions ? model::LogitRows::All : model::LogitRows::Last, logits.data());
+    run_pass(model::SeqPass{&state_, tokens, model::PassKind::Causal, all_positions ? model::LogitRows::All : model::LogitRows::Last,
+                            logits.data(), true});
   } catch (const std::exception& e) {
     throw Error(e.what());
   }
@@ -160,8 +216,9 @@ void SessionImpl::note_pass() {
 
 std::vector<float> SessionImpl::denoise(std::span<const int32_t> block, bool reverse_path) {
   std::vector<float> logits(block.size() * static_cast<size_t>(eng_.model().hp().n_vocab));
+  engine::PassBatcher::Participant part(eng_.batcher());
   try {
-    eng_.forward().denoise(state_, block, logits.data(), reverse_path);
+    run_pass(model::SeqPass{&state_, block, model::PassKind::Denoise, model::LogitRows::All, logits.data(), reverse_path});
   } catch (const std::exception& e) {
     throw Error(e.what());
   }
@@ -188,15 +245,44 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
     if (B < 2 || B > kMaxBlock) throw Error(fmt::format("block size {} is out of range [2, {}]", B, kMaxBlock));
   }
 
-  // Reuse the cached prefix when the session's history is a strict prefix of the prompt (the
-  // recurrent state cannot be rewound, so anything else starts over).
+  // Reuse the cached prefix: all of the history when the prompt extends it, else the longest
+  // prefix ending at a recurrent-state snapshot (the GDN state cannot be rewound otherwise).
   Event done;
-  const bool reusable = !history_.empty() && history_.size() < prompt.size() &&
-                        std::equal(history_.begin(), history_.end(), prompt.begin());
-  if (!reusable) reset();
+  const auto [n_reuse, snap] = best_prefix(prompt);
+  if (n_reuse == 0) {
+    reset();
+  } else if (snap >= 0) {
+    Snapshot& s = snapshots_[snap];
+    for (size_t i = 0; i < s.gdn.size(); ++i) {
+      state_.gdn[i].conv = s.gdn[i].conv;
+      state_.gdn[i].ssm = s.gdn[i].ssm;
+    }
+    state_.n_past = s.n_tokens;
+    history_.resize(s.n_tokens);
+    // Snapshots beyond this point belong to the history being abandoned.
+    std::erase_if(snapshots_, [&](const Snapshot& x) { return x.n_tokens > n_reuse; });
+  }
   done.stats.cached_tokens = static_cast<int>(history_.size());
+  engine::PassBatcher::Participant part(eng_.batcher());
   const auto t0 = Clock::now();
-  std::vector<float> logits = eval(prompt.subspan(history_.size()), false);
+  // The prompt in segments ending at the requested snapshot positions, then at its end.
+  std::vector<int> cuts;
+  for (int p : opts.snapshot_at)
+    if (p > static_cast<int>(history_.size()) && p < static_cast<int>(prompt.size())) cuts.push_back(p);
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  for (int p : cuts) {
+    try {
+      run_pass(model::SeqPass{&state_, prompt.subspan(history_.size(), p - history_.size()), model::PassKind::Causal,
+                              model::LogitRows::None, nullptr, true});
+    } catch (const std::exception& e) {
+      throw Error(e.what());
+    }
+    history_.insert(history_.end(), prompt.begin() + static_cast<std::ptrdiff_t>(history_.size()), prompt.begin() + p);
+    take_snapshot();
+  }
+  std::vector<float> logits = eval_batched(prompt.subspan(history_.size()), false);
+  take_snapshot();
   done.stats.prompt_tokens = static_cast<int>(prompt.size()) - done.stats.cached_tokens;
   done.stats.prompt_seconds = seconds_since(t0);
 
@@ -231,7 +317,7 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
       o.observer = [&](const std::vector<int32_t>& block, const std::vector<bool>& decided, int pass) {
         opts.on_block(BlockEvent{block, decided, pass});
       };
-    decode::Context ctx{eng_.forward(), state_, sampler, history_};
+    decode::Context ctx{eng_.forward(), state_, sampler, history_, [this](const model::SeqPass& p) { run_pass(p); }};
     const int32_t pending = sampler.sample(logits.data(), history_).token;
     switch (opts.mode) {
       case DecodeMode::AR: decode::decode_ar(ctx, pending, o, emit, ds); break;
@@ -255,6 +341,43 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
   done.finish = finish;
   on_event(done);
   return done;
+}
+
+std::pair<int, int> SessionImpl::best_prefix(std::span<const int32_t> prompt) const {
+  if (!history_.empty() && history_.size() < prompt.size() && std::equal(history_.begin(), history_.end(), prompt.begin()))
+    return {static_cast<int>(history_.size()), -1};
+  size_t common = 0;
+  const size_t n = std::min(history_.size(), prompt.size());
+  while (common < n && history_[common] == prompt[common]) ++common;
+  int best = -1;
+  for (size_t i = 0; i < snapshots_.size(); ++i) {
+    const int t = snapshots_[i].n_tokens;
+    // At least one prompt token must be left to evaluate (its logits start the generation).
+    if (t > 0 && static_cast<size_t>(t) <= common && static_cast<size_t>(t) < prompt.size() &&
+        (best < 0 || t > snapshots_[best].n_tokens))
+      best = static_cast<int>(i);
+  }
+  return best < 0 ? std::pair{0, -1} : std::pair{snapshots_[best].n_tokens, best};
+}
+
+int SessionImpl::reusable_prefix(std::span<const int32_t> prompt) const { return best_prefix(prompt).first; }
+
+void SessionImpl::take_snapshot() {
+  const int keep = eng_.snapshots();
+  if (keep == 0 || state_.gdn.empty()) return;
+  if (!snapshots_.empty() && snapshots_.back().n_tokens == state_.n_past) return;
+  Snapshot s;
+  if (static_cast<int>(snapshots_.size()) >= keep) {
+    s = std::move(snapshots_.front());  // reuse the oldest one's storage
+    snapshots_.erase(snapshots_.begin());
+  }
+  s.n_tokens = state_.n_past;
+  s.gdn.resize(state_.gdn.size());
+  for (size_t i = 0; i < state_.gdn.size(); ++i) {
+    s.gdn[i].conv = state_.gdn[i].conv;
+    s.gdn[i].ssm = state_.gdn[i].ssm;
+  }
+  snapshots_.push_back(std::move(s));
 }
 
 }  // namespace

@@ -57,6 +57,7 @@ Forward::Forward(const Model& model, ThreadPool& pool, int max_batch)
 Forward::~Forward() = default;
 
 void Forward::linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y) {
+  if (multi_active_ && multi_linear(w, x, T, x_stride, y)) return;
   s_->acts.convert(x, T, w.cols, x_stride, kernels::activation_type(w.type));
   const kernels::ActRows& a = s_->acts;
   // Below ~64K multiply-adds a parallel region costs more than it saves.

@@ -32,6 +32,16 @@ enum class PassKind {
   Denoise,  // a block against the committed state: bidirectional inside the block, state unchanged
 };
 
+// One sequence's part of a multi-sequence pass (Forward::multi, src/model/forward_multi.cpp).
+struct SeqPass {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;
+  PassKind kind = PassKind::Causal;
+  LogitRows rows = LogitRows::Last;  // a Denoise pass always writes every row
+  float* logits = nullptr;           // [rows][n_vocab]
+  bool reverse_path = true;          // Denoise only
+};
+
 struct PassStats {
   int64_t tokens = 0;
   int64_t expert_rows = 0;      // (token, expert) pairs computed
@@ -57,6 +67,13 @@ class Forward {
   // not changed (K/V rows at and beyond n_past are scratch).
   void denoise(SequenceState& st, std::span<const int32_t> block, float* logits, bool reverse_path = true);
 
+  // Several sequences in one pass (continuous batching): the matmuls run over the stacked rows of
+  // all sequences, attention and the GDN recurrence per sequence, so every sequence gets exactly
+  // the logits and state it would get alone. The tokens of all passes together must fit in
+  // max_batch; each pass is checked like causal()/denoise() (ModelError before anything runs).
+  void multi(std::span<const SeqPass> passes);
+  int max_batch() const { return max_batch_; }
+
   const PassStats& last_stats() const { return stats_; }
 
   // Debugging aid: when set, every routing decision is written as one line
@@ -75,6 +92,9 @@ class Forward {
   void moe_layer(int il, int T);
   void head(int T, LogitRows rows, float* logits);
   void linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y);
+  // During multi(): serves a mixer's projection from the stacked result (true), or defers it.
+  struct MultiScratch;
+  bool multi_linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y);
 
   const Model& model_;
   const HParams& hp_;
@@ -85,6 +105,9 @@ class Forward {
   std::FILE* routing_trace_ = nullptr;
   int chunk_pos0_ = 0;  // position of the chunk's first token (for the trace)
   bool reverse_path_ = true;
+  // shared_ptr: deletes the (here incomplete) type without forward.cpp knowing it.
+  std::shared_ptr<MultiScratch> multi_;
+  bool multi_active_ = false;  // the mixer of one sequence of a multi() pass is running
 };
 
 }  // namespace clover::model

@@ -6,6 +6,7 @@
 
 #include "chat/jinja/error.h"
 #include "server/chat_stream.h"
+#include "server/client_socket.h"
 #include "server/response.h"
 
 namespace clover::server {
@@ -14,17 +15,30 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Collects a whole generation (non-streaming). Throws the job's error.
+// nginx's status for "the client closed the connection before the answer" (counted in /metrics;
+// nobody receives it).
+constexpr int kClientClosedRequest = 499;
+
+// Collects a whole generation (non-streaming). Throws the job's error. When the client closes the
+// connection meanwhile, cancels the job (its slot is free after the current pass) and returns
+// with `client_gone`: there is nobody to answer.
 struct Collected {
   std::string text;
   std::vector<int32_t> tokens;
   Event last;
+  bool client_gone = false;
 };
 
-Collected collect(Job& job) {
+Collected collect(Job& job, const httplib::Request& req) {
   Collected c;
+  const ClientSocket client(req);
   std::vector<Event> evs;
-  while (job.take(evs, 1000ms)) {
+  while (job.take(evs, 100ms)) {
+    if (client.closed()) {
+      job.cancel = true;
+      c.client_gone = true;
+      return c;
+    }
     for (auto& ev : evs) {
       c.text += ev.text;
       c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
@@ -126,8 +140,9 @@ void start_stream(httplib::Response& res, std::shared_ptr<Stream> s) {
       [s](bool) { s->job->cancel = true; });  // no-op once the job ended
 }
 
-std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text) {
+std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text, size_t history_chars = 0) {
   JobInput in;
+  in.history_chars = history_chars;
   in.prompt_text = std::move(prompt_text);
   in.prompt_tokens = r.prompt_tokens;
   in.options = r.gen;
@@ -166,7 +181,9 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   oo.parser.thinking_open = rp.thinking_open;
   oo.parser.tools = r.chat.tools;
 
-  auto job = submit(st, r, std::move(rp.prompt));
+  const size_t history_chars =
+      std::string_view(rp.prompt).ends_with(rp.generation_prompt) ? rp.prompt.size() - rp.generation_prompt.size() : 0;
+  auto job = submit(st, r, std::move(rp.prompt), history_chars);
   const ResponseMeta meta = new_meta("chatcmpl-", st.model_name);
   if (r.stream) {
     auto s = std::make_shared<Stream>();
@@ -178,7 +195,11 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
     start_stream(res, std::move(s));
     return;
   }
-  const Collected c = collect(*job);
+  const Collected c = collect(*job, req);
+  if (c.client_gone) {
+    res.status = kClientClosedRequest;
+    return;
+  }
   ChatOutput out(std::move(oo));
   out.push(c.text);
   out.finish();
@@ -203,7 +224,11 @@ void handle_completions(ServerState& st, const httplib::Request& req, httplib::R
     start_stream(res, std::move(s));
     return;
   }
-  const Collected c = collect(*job);
+  const Collected c = collect(*job, req);
+  if (c.client_gone) {
+    res.status = kClientClosedRequest;
+    return;
+  }
   const GenerateStats& s = c.last.stats;
   json out = text_completion(meta, c.text, finish_reason(c.last.finish, false), usage_json(s, job->prompt_tokens()),
                              timings_json(s));

@@ -36,6 +36,11 @@ void Metrics::set_slots(int busy, int total) {
   slots_total_ = total;
 }
 
+void Metrics::set_batching(const BatchingStats& b) {
+  std::lock_guard lk(mu_);
+  batching_ = b;
+}
+
 int Metrics::slots_busy() const {
   std::lock_guard lk(mu_);
   return slots_busy_;
@@ -71,6 +76,9 @@ std::string Metrics::prometheus() const {
          blocks_ > 0 ? static_cast<double>(denoise_passes_) / static_cast<double>(blocks_) : 0.0);
   metric("tokens_per_pass", "gauge", "Generated tokens per forward pass.",
          passes_ > 0 ? static_cast<double>(generated_tokens_) / static_cast<double>(passes_) : 0.0);
+  metric("batched_passes_total", "counter", "Forward passes run for generations (one per batching round).", batching_.passes);
+  metric("batched_sequences_total", "counter", "Sequence passes in them (divided by passes: the mean batch).", batching_.sequences);
+  metric("batch_sequences_max", "gauge", "The most sequences one forward pass held.", batching_.max_sequences);
   metric("requests_deferred", "gauge", "Requests waiting in the queue.", queue_depth_);
   metric("slots_busy", "gauge", "Slots generating now.", slots_busy_);
   metric("slots_total", "gauge", "Slots (sessions with their own cache).", slots_total_);

@@ -16,6 +16,7 @@ class Metrics {
   void generation_done(const GenerateStats& s, bool cancelled);
   void set_queue_depth(int n);
   void set_slots(int busy, int total);
+  void set_batching(const BatchingStats& b);
 
   int slots_busy() const;
   std::string prometheus() const;
@@ -28,6 +29,7 @@ class Metrics {
   double prompt_seconds_ = 0, generate_seconds_ = 0;
   uint64_t passes_ = 0, denoise_passes_ = 0, blocks_ = 0;
   double last_prompt_tps_ = 0, last_generate_tps_ = 0;
+  BatchingStats batching_;
   int queue_depth_ = 0, slots_busy_ = 0, slots_total_ = 0;
 };
 

@@ -93,7 +93,7 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opt, Metrics& metrics)
   slots_.resize(static_cast<size_t>(std::max(1, opt_.n_slots)));
   for (auto& s : slots_) s.session = engine_.new_session();
   metrics_.set_slots(0, n_slots());
-  worker_ = std::thread([this] { worker_loop(); });
+  for (auto& s : slots_) s.thread = std::thread([this, &s] { slot_loop(s); });
 }
 
 Scheduler::~Scheduler() {
@@ -101,10 +101,11 @@ Scheduler::~Scheduler() {
     std::lock_guard lk(mu_);
     stopping_ = true;
     for (auto& j : queue_) j->cancel = true;
-    if (running_) running_->cancel = true;
+    for (auto& s : slots_)
+      if (s.job) s.job->cancel = true;
   }
   cv_.notify_all();
-  worker_.join();
+  for (auto& s : slots_) s.thread.join();
   for (auto& j : queue_) j->fail(unavailable("the server is shutting down"));
 }
 
@@ -112,53 +113,90 @@ int Scheduler::n_ctx() const { return slots_.front().session->n_ctx(); }
 
 std::shared_ptr<Job> Scheduler::submit(JobInput in) {
   auto job = std::make_shared<Job>(std::move(in));
+  if (job->input.prompt_tokens.empty()) {
+    try {
+      job->tokens = engine_.tokenize(job->input.prompt_text, true);
+    } catch (const std::exception& e) {
+      throw bad_request(std::string("cannot tokenize the prompt: ") + e.what());
+    }
+  } else {
+    job->tokens = job->input.prompt_tokens;
+  }
   {
     std::lock_guard lk(mu_);
     if (stopping_) throw unavailable("the server is shutting down");
     if (static_cast<int>(queue_.size()) >= opt_.max_queue)
       throw unavailable("the server is busy: " + std::to_string(queue_.size()) + " requests are waiting; try again later");
     queue_.push_back(job);
-    metrics_.set_queue_depth(static_cast<int>(queue_.size()));
+    dispatch_locked();
   }
-  cv_.notify_one();
+  cv_.notify_all();
   return job;
 }
 
 void Scheduler::cancel_all() {
   std::lock_guard lk(mu_);
   for (auto& j : queue_) j->cancel = true;
-  if (running_) running_->cancel = true;
+  for (auto& s : slots_)
+    if (s.job) s.job->cancel = true;
 }
 
-void Scheduler::worker_loop() {
-  for (;;) {
-    std::shared_ptr<Job> job;
-    {
-      std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      metrics_.set_queue_depth(static_cast<int>(queue_.size()));
-      running_ = job;
-    }
+void Scheduler::dispatch_locked() {
+  while (!queue_.empty()) {
+    std::shared_ptr<Job>& job = queue_.front();
     if (job->cancel) {  // the client left while queued
       job->end();
-    } else {
-      run(*job);
+      queue_.pop_front();
+      continue;
     }
-    std::lock_guard lk(mu_);
-    running_.reset();
+    std::vector<int32_t> tokens;
+    Slot* slot = nullptr;
+    try {
+      slot = pick_slot(*job, tokens);
+    } catch (const std::exception& e) {
+      job->fail(bad_request(std::string("cannot tokenize the prompt: ") + e.what()));
+      queue_.pop_front();
+      continue;
+    }
+    if (!slot) break;
+    slot->job = std::move(job);
+    slot->prompt = std::move(tokens);
+    slot->last_used = ++clock_;
+    queue_.pop_front();
+    ++busy_;
+  }
+  metrics_.set_queue_depth(static_cast<int>(queue_.size()));
+  metrics_.set_slots(busy_, n_slots());
+}
+
+void Scheduler::slot_loop(Slot& slot) {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stopping_ || slot.job; });
+    if (!slot.job) return;  // stopping
+    std::shared_ptr<Job> job = slot.job;
+    std::vector<int32_t> prompt = std::move(slot.prompt);
+    lk.unlock();
+    run(slot, *job, std::move(prompt));
+    lk.lock();
+    slot.job.reset();
+    --busy_;
+    metrics_.set_batching(engine_.batching_stats());
+    if (!stopping_) dispatch_locked();
+    else metrics_.set_slots(busy_, n_slots());
+    cv_.notify_all();  // dispatch may have handed jobs to other slots
   }
 }
 
-size_t Scheduler::pick_slot(const JobInput& in, std::vector<int32_t>& tokens) {
-  // Ranking: the longest reusable prefix (the slot's whole cache continues into the prompt); then
-  // an empty slot; then the longest shared prefix: that slot most likely served an earlier turn of
-  // this conversation whose history the template re-rendered differently, and overwriting it keeps
-  // other conversations' caches alive; then the least recently used.
+Scheduler::Slot* Scheduler::pick_slot(const Job& job, std::vector<int32_t>& tokens) {
+  // Ranking: the longest reusable prefix (the slot's cache, or one of its recurrent-state
+  // snapshots, continues into the prompt); then an empty slot; then the longest shared prefix:
+  // that slot most likely served an earlier turn of this conversation whose history the template
+  // re-rendered differently, and overwriting it keeps other conversations' caches alive; then
+  // the least recently used.
+  const JobInput& in = job.input;
   const bool from_text = in.prompt_tokens.empty();
-  const std::vector<int32_t> whole = from_text ? engine_.tokenize(in.prompt_text, true) : in.prompt_tokens;
+  const std::vector<int32_t>& whole = job.tokens;
   struct Rank {
     size_t reuse = 0, shared = 0;
     bool empty = false;
@@ -170,51 +208,43 @@ size_t Scheduler::pick_slot(const JobInput& in, std::vector<int32_t>& tokens) {
       return age < o.age;
     }
   };
-  size_t best = 0;
+  Slot* best = nullptr;
   Rank best_rank;
-  std::vector<int32_t> best_tokens = whole;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const Slot& s = slots_[i];
+  std::vector<int32_t> best_tokens;
+  for (Slot& s : slots_) {
+    if (s.job) continue;  // busy
     Rank rank;
     rank.age = s.last_used;
     rank.empty = s.tokens.empty();
     std::vector<int32_t> cand;
-    if (strict_prefix(s.tokens, whole)) {
-      rank.reuse = s.tokens.size();
-    } else if (from_text && !s.text.empty() && s.text.size() < in.prompt_text.size() &&
-               std::string_view(in.prompt_text).starts_with(s.text)) {
+    if (from_text && !strict_prefix(s.tokens, whole) && !s.text.empty() && s.text.size() < in.prompt_text.size() &&
+        std::string_view(in.prompt_text).starts_with(s.text)) {
       // The prompt continues exactly the text this slot holds (typically: the previous turn's
       // prompt and the model's own output). Keep the slot's tokens for that text, even where they
       // are not the canonical tokenisation of it, and tokenise only the rest.
       cand = s.tokens;
       const auto rest = engine_.tokenize(std::string_view(in.prompt_text).substr(s.text.size()), true);
       cand.insert(cand.end(), rest.begin(), rest.end());
-      rank.reuse = s.tokens.size();
-    } else {
-      const size_t n = std::min(s.tokens.size(), whole.size());
-      while (rank.shared < n && s.tokens[rank.shared] == whole[rank.shared]) ++rank.shared;
     }
-    if (i == 0 || rank > best_rank) {
-      best = i;
+    const std::vector<int32_t>& mine = cand.empty() ? whole : cand;
+    rank.reuse = static_cast<size_t>(s.session->reusable_prefix(mine));
+    const size_t n = std::min(s.tokens.size(), mine.size());
+    while (rank.shared < n && s.tokens[rank.shared] == mine[rank.shared]) ++rank.shared;
+    if (!best || rank > best_rank) {
+      best = &s;
       best_rank = rank;
-      best_tokens = cand.empty() ? whole : std::move(cand);
+      best_tokens = mine;
     }
   }
   tokens = std::move(best_tokens);
   return best;
 }
 
-void Scheduler::run(Job& job) {
-  const JobInput& in = job.input;
-  std::vector<int32_t> prompt;
-  size_t si = 0;
-  try {
-    si = pick_slot(in, prompt);
-  } catch (const std::exception& e) {
-    job.fail(bad_request(std::string("cannot tokenize the prompt: ") + e.what()));
+void Scheduler::run(Slot& slot, Job& job, std::vector<int32_t> prompt) {
+  if (job.cancel) {  // cancelled between dispatch and start
+    job.end();
     return;
   }
-  Slot& slot = slots_[si];
   const int n_ctx = slot.session->n_ctx();
   const int n_prompt = static_cast<int>(prompt.size());
   if (prompt.empty()) {
@@ -229,13 +259,17 @@ void Scheduler::run(Job& job) {
                       json{{"n_prompt_tokens", n_prompt}, {"n_ctx", n_ctx}}));
     return;
   }
-  GenerateOptions go = in.options;
+  GenerateOptions go = job.input.options;
+  if (job.input.history_chars > 0 && job.input.history_chars < job.input.prompt_text.size()) {
+    // Keep a snapshot where the next turn will diverge: the next prompt re-renders this one's
+    // generation prompt and answer differently (Qwen templates drop the reasoning).
+    const std::vector<int32_t> h = engine_.tokenize(std::string_view(job.input.prompt_text).substr(0, job.input.history_chars), true);
+    if (h.size() < prompt.size() && std::equal(h.begin(), h.end(), prompt.begin())) go.snapshot_at.push_back(static_cast<int>(h.size()));
+  }
   const int room = n_ctx - n_prompt;
-  go.max_tokens = in.max_tokens_given ? std::min(go.max_tokens, room) : room;
+  go.max_tokens = job.input.max_tokens_given ? std::min(go.max_tokens, room) : room;
   job.set_prompt_tokens(n_prompt);
 
-  slot.last_used = ++clock_;
-  metrics_.set_slots(1, n_slots());
   std::vector<int32_t> generated;
   GenerateStats stats;
   bool ok = true;
@@ -269,7 +303,6 @@ void Scheduler::run(Job& job) {
   for (int32_t t : slot.tokens) slot.text += engine_.token_text(t);
   if (!valid_utf8(slot.text)) slot.text.clear();
 
-  metrics_.set_slots(0, n_slots());
   if (ok) {
     metrics_.generation_done(stats, job.cancel.load());
     job.end();

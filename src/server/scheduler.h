@@ -1,17 +1,18 @@
-// Runs generations on N slots, one at a time.
+// Runs generations on N slots at once (continuous batching).
 //
-// A slot is an engine Session kept across requests: its cache (attention KV + recurrent state)
-// holds the last conversation it served, and a new prompt that extends that conversation only
-// evaluates the new tokens. A request goes to the idle slot whose cached tokens are the longest
-// prefix of its prompt; failing that, an empty slot, then the one sharing the longest prefix (most
-// likely an earlier turn of the same conversation, now stale), then the least recently used.
+// A slot is an engine Session kept across requests: its cache (attention KV + recurrent state,
+// with snapshots of the recurrent state) holds the last conversation it served, and a new prompt
+// that shares a prefix with it only evaluates the rest. A request goes to the idle slot that can
+// reuse the most of its prompt; failing that, an empty slot, then the one sharing the longest
+// prefix (most likely an earlier turn of the same conversation, now stale), then the least
+// recently used. When no slot is idle it waits in a bounded queue (full: 503).
 //
-// The engine runs one forward pass at a time, and its sessions are not safe to drive from several
-// threads, so one worker thread runs one generation at a time; requests wait in a bounded queue
-// (full: 503). Interleaving the active slots into shared forward passes (continuous batching)
-// needs a batched multi-sequence step in the engine API, which does not exist yet.
+// Every busy slot runs its generation on its own thread; the engine batches their forward passes:
+// each round it collects the next pass of every active generation (an AR step, a prompt chunk, a
+// denoising block, a spec verify pass) and runs them as one multi-sequence pass (see
+// src/engine/pass_batcher.h). Each slot's output is exactly what it would be alone.
 //
-// Each request is a Job: the HTTP thread submits it and reads its events; the worker fills them.
+// Each request is a Job: the HTTP thread submits it and reads its events; the slot fills them.
 // Setting Job::cancel (the client went away) makes the engine's EventFn return false, so the
 // generation stops after the current pass and the slot is free at once.
 #pragma once
@@ -36,6 +37,7 @@ struct JobInput {
   std::string prompt_text;            // tokenised by the worker (parse_special), unless tokens are given
   std::vector<int32_t> prompt_tokens;
   bool max_tokens_given = false;      // else: up to the end of the context
+  size_t history_chars = 0;           // chat: prompt_text's length before the generation prompt
   GenerateOptions options;
 };
 
@@ -43,6 +45,7 @@ class Job {
  public:
   explicit Job(JobInput in) : input(std::move(in)) {}
   const JobInput input;
+  std::vector<int32_t> tokens;  // the whole prompt, tokenised (set by Scheduler::submit)
   std::atomic<bool> cancel{false};
 
   // Consumer side. Waits until the job has events or ended (or the timeout passed); moves the
@@ -80,7 +83,8 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Queues a job; throws ApiError 503 when the queue is full.
+  // Tokenises the prompt and queues a job; throws ApiError 400 for a prompt that cannot be
+  // tokenised, 503 when the queue is full.
   std::shared_ptr<Job> submit(JobInput in);
   // Cancels the running and queued jobs (shutdown).
   void cancel_all();
@@ -93,24 +97,29 @@ class Scheduler {
     std::vector<int32_t> tokens;  // what the session's cache holds, as far as we know
     std::string text;             // the bytes of `tokens` (for text-prefix matching); valid UTF-8 or empty
     uint64_t last_used = 0;
+    std::shared_ptr<Job> job;     // the job it runs (guarded by mu_); null: idle
+    std::vector<int32_t> prompt;  // that job's prompt tokens for this slot
+    std::thread thread;
   };
-  void worker_loop();
-  void run(Job& job);
-  // Picks a slot and the prompt's tokens for it (reusing the slot's tokens for a text prefix).
-  size_t pick_slot(const JobInput& in, std::vector<int32_t>& tokens);
+  void slot_loop(Slot& slot);
+  void run(Slot& slot, Job& job, std::vector<int32_t> prompt);
+  // Hands queued jobs to idle slots (mu_ held).
+  void dispatch_locked();
+  // The idle slot for a job and the prompt's tokens for it (reusing the slot's tokens for a text
+  // prefix); nullptr when every slot is busy (mu_ held).
+  Slot* pick_slot(const Job& job, std::vector<int32_t>& tokens);
 
   Engine& engine_;
   SchedulerOptions opt_;
   Metrics& metrics_;
-  std::vector<Slot> slots_;
-  uint64_t clock_ = 0;
-  std::shared_ptr<Job> running_;  // guarded by mu_
+  std::vector<Slot> slots_;  // sized once: slot threads hold references
+  uint64_t clock_ = 0;       // guarded by mu_
+  int busy_ = 0;             // guarded by mu_
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stopping_ = false;
-  std::thread worker_;
 };
 
 }  // namespace clover::server

@@ -2,40 +2,62 @@
 // /detokenize and /v1/completions.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { client, post, metrics, waitFor, MODEL, URL_BASE, API_KEY } from './helpers.mjs';
+import { client, post, metrics, waitFor, sleep, MODEL, URL_BASE, API_KEY } from './helpers.mjs';
 
 const oai = client();
 
-test('16 concurrent streaming clients with mixed modes all get complete answers', async () => {
-  const modes = ['ar', 'diffusion', 'spec'];
-  const run = async (i) => {
-    const mode = modes[i % modes.length];
-    const req = {
-      model: MODEL, messages: [{ role: 'user', content: `Client ${i}: tell me a story.` }], max_tokens: 24,
-      temperature: 0, stream: true, stream_options: { include_usage: true }, clover: { mode }, enable_thinking: i % 2 === 0,
-    };
-    const stream = await oai.chat.completions.create(req);
-    let text = '', finish = null, usage = null, roleFirst = false, n = 0;
-    for await (const ch of stream) {
-      if (n++ === 0) roleFirst = ch.choices[0]?.delta?.role === 'assistant';
-      const c = ch.choices[0];
-      if (c) {
-        text += (c.delta.content ?? '') + (c.delta.reasoning_content ?? '');
-        if (c.finish_reason) finish = c.finish_reason;
-      }
-      if (ch.usage) usage = ch.usage;
+// One streamed chat request read to the end through the SDK.
+async function streamChat(req) {
+  const stream = await oai.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
+  let content = '', reasoning = '', finish = null, usage = null, roleFirst = false, n = 0;
+  for await (const ch of stream) {
+    if (n++ === 0) roleFirst = ch.choices[0]?.delta?.role === 'assistant';
+    const c = ch.choices[0];
+    if (c) {
+      content += c.delta.content ?? '';
+      reasoning += c.delta.reasoning_content ?? '';
+      if (c.finish_reason) finish = c.finish_reason;
     }
-    assert.ok(roleFirst, `client ${i}: role chunk first`);
-    assert.ok(['stop', 'length'].includes(finish), `client ${i}: finish ${finish}`);
-    assert.ok(usage && usage.completion_tokens > 0 && usage.completion_tokens <= 24, `client ${i}: usage`);
-    if (finish === 'length') assert.equal(usage.completion_tokens, 24);
-    return { mode, text, finish, usage };
-  };
-  const results = await Promise.all(Array.from({ length: 16 }, (_, i) => run(i)));
-  for (const mode of modes) assert.ok(results.filter((r) => r.mode === mode).length >= 5, `${mode} clients served`);
+    if (ch.usage) usage = ch.usage;
+  }
+  return { content, reasoning, finish, usage, roleFirst };
+}
+
+test('16 concurrent streaming clients with mixed modes get exactly the answers each gets alone (continuous batching)', async () => {
+  // 6 distinct greedy requests (ar / diffusion / spec, thinking on and off, different lengths),
+  // sent by 16 clients at once: 16 clients on 4 slots whose passes are batched together.
+  const modes = ['ar', 'diffusion', 'spec'];
+  const request = (k) => ({
+    model: MODEL, messages: [{ role: 'user', content: `Client ${k}: tell me a story${' please'.repeat(k)}.` }],
+    max_tokens: 8 + 2 * k, temperature: 0, clover: { mode: modes[k % 3], block_size: 8 }, enable_thinking: k % 2 === 0,
+  });
+  const alone = [];
+  for (let k = 0; k < 6; k++) alone.push(await streamChat(request(k)));
+
+  const before = await metrics();
+  let maxBusy = 0, polling = true;
+  const poller = (async () => {
+    while (polling) { maxBusy = Math.max(maxBusy, (await metrics()).clover_slots_busy); await sleep(20); }
+  })();
+  const results = await Promise.all(Array.from({ length: 16 }, (_, i) => streamChat(request(i % 6))));
+  polling = false;
+  await poller;
+  results.forEach((r, i) => {
+    const k = i % 6, want = alone[k];
+    assert.ok(r.roleFirst, `client ${i}: role chunk first`);
+    assert.ok(['stop', 'length'].includes(r.finish), `client ${i}: finish ${r.finish}`);
+    assert.ok(r.usage && r.usage.completion_tokens > 0 && r.usage.completion_tokens <= 8 + 2 * k, `client ${i}: usage`);
+    assert.equal(r.content, want.content, `client ${i} (${modes[k % 3]}): content as alone`);
+    assert.equal(r.reasoning, want.reasoning, `client ${i} (${modes[k % 3]}): reasoning as alone`);
+    assert.equal(r.finish, want.finish, `client ${i}: finish as alone`);
+    assert.equal(r.usage.completion_tokens, want.usage.completion_tokens, `client ${i}: tokens as alone`);
+  });
   const m = await waitFor(async () => { const x = await metrics(); return x.clover_slots_busy === 0 && x; });
-  assert.equal(m.clover_slots_busy, 0);
   assert.equal(m.clover_requests_deferred, 0);
+  assert.equal(maxBusy, 4, 'all four slots generated at the same time');
+  assert.ok(m.clover_batch_sequences_max >= 2, 'a forward pass held several sequences');
+  assert.ok(m.clover_batched_sequences_total - before.clover_batched_sequences_total >
+            1.5 * (m.clover_batched_passes_total - before.clover_batched_passes_total), 'passes were shared');
 });
 
 test('streamed answers equal the non-streamed ones under concurrency (greedy)', async () => {
@@ -71,6 +93,47 @@ test('a client that disconnects mid-stream frees its slot (metrics)', async () =
   }, 5000);
   assert.ok(after, 'the slot was freed and the generation counted as cancelled');
   assert.ok(after.clover_tokens_predicted_total - before.clover_tokens_predicted_total < 4000, 'stopped early');
+});
+
+test('a non-streaming client that disconnects frees its slot at once (metrics)', async () => {
+  const before = await metrics();
+  const ac = new AbortController();
+  const pending = fetch(`${URL_BASE}/v1/completions`, {
+    method: 'POST', signal: ac.signal,
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${API_KEY}` },
+    body: JSON.stringify({ model: MODEL, prompt: 'Another very long story:', max_tokens: 4000, ignore_eos: true, temperature: 0 }),
+  }).catch((e) => e);
+  const busy = await waitFor(async () => { const m = await metrics(); return m.clover_slots_busy === 1 && m; }, 5000);
+  assert.ok(busy, 'generating while connected');
+  ac.abort();
+  await pending;
+  const after = await waitFor(async () => {
+    const m = await metrics();
+    return m.clover_slots_busy === 0 && m.clover_generations_cancelled_total > (before.clover_generations_cancelled_total ?? 0) && m;
+  }, 5000);
+  assert.ok(after, 'the slot was freed and the generation counted as cancelled');
+  assert.ok(after.clover_tokens_predicted_total - before.clover_tokens_predicted_total < 4000, 'stopped early');
+  assert.ok(after['clover_requests_total{endpoint="/v1/completions",status="499"}'] >= 1, 'counted as closed by the client');
+});
+
+test('a second chat turn reuses the first turn through its recurrent-state snapshot (thinking on)', async () => {
+  // Qwen3.5's template re-renders the previous answer without its reasoning, so turn 2 diverges
+  // from the slot's cache right after turn 1's conversation (before its generation prompt): the
+  // snapshot kept there is restored and only the rest is evaluated.
+  const messages = [{ role: 'user', content: 'First question about recurrent snapshots.' }];
+  const r1 = await oai.chat.completions.create({ model: MODEL, messages, max_tokens: 8, temperature: 0, enable_thinking: true });
+  const genPrompt = (await post('/tokenize', { content: '<|im_start|>assistant\n<think>\n', parse_special: true })).json.tokens;
+  const answer = r1.choices[0].message;
+  const req2 = {
+    model: MODEL, max_tokens: 8, temperature: 0, enable_thinking: true,
+    messages: [...messages, { role: 'assistant', content: answer.content ?? '' }, { role: 'user', content: 'And a second one.' }],
+  };
+  const r2 = await oai.chat.completions.create(req2);
+  const cached = r2.usage.prompt_tokens_details.cached_tokens;
+  assert.equal(cached, r1.usage.prompt_tokens - genPrompt.length, "turn 1's conversation reused");
+  assert.equal(r2.timings.cache_n, cached);
+  assert.equal(r2.timings.prompt_n, r2.usage.prompt_tokens - cached, 'only the rest evaluated');
+  // (That a restored snapshot gives exactly the answer of a cold evaluation is batching_test's.)
 });
 
 test('prefix reuse: a second turn extending the first only evaluates the new tokens', async () => {
