@@ -1,5 +1,5 @@
-// Gated delta rule steps: the scalar twin (16 lanes written out) and run-time choice of the
-// AVX-512 path (gdn_avx512.cpp).
+// Gated delta rule steps: the scalar twin and run-time choice of the AVX-512 / AVX2 paths
+// (gdn_avx512.cpp, gdn_avx2.cpp).
 #include "kernels/gdn.h"
 
 #include <cmath>
@@ -56,14 +56,20 @@ void gdn_step_reverse_ref(float* R, const float* q, const float* k, const float*
 
 void gdn_step(float* S, const float* q, const float* k, const float* v, float decay, float beta, float scale, int64_t d,
               float* o) {
-  if (isa_active() == Isa::Avx512) detail::gdn_step_avx512(S, q, k, v, decay, beta, scale, d, o);
-  else gdn_step_ref(S, q, k, v, decay, beta, scale, d, o);
+  switch (isa_active()) {
+    case Isa::Avx512: detail::gdn_step_avx512(S, q, k, v, decay, beta, scale, d, o); break;
+    case Isa::Avx2: detail::gdn_step_avx2(S, q, k, v, decay, beta, scale, d, o); break;
+    case Isa::Scalar: gdn_step_ref(S, q, k, v, decay, beta, scale, d, o); break;
+  }
 }
 
 void gdn_step_reverse(float* R, const float* q, const float* k, const float* v, float decay, float beta, float scale,
                       int64_t d, float* o) {
-  if (isa_active() == Isa::Avx512) detail::gdn_step_reverse_avx512(R, q, k, v, decay, beta, scale, d, o);
-  else gdn_step_reverse_ref(R, q, k, v, decay, beta, scale, d, o);
+  switch (isa_active()) {
+    case Isa::Avx512: detail::gdn_step_reverse_avx512(R, q, k, v, decay, beta, scale, d, o); break;
+    case Isa::Avx2: detail::gdn_step_reverse_avx2(R, q, k, v, decay, beta, scale, d, o); break;
+    case Isa::Scalar: gdn_step_reverse_ref(R, q, k, v, decay, beta, scale, d, o); break;
+  }
 }
 
 }  // namespace clover::kernels

@@ -9,4 +9,9 @@ void gdn_step_avx512(float* S, const float* q, const float* k, const float* v, f
 void gdn_step_reverse_avx512(float* R, const float* q, const float* k, const float* v, float decay, float beta,
                              float scale, int64_t d, float* o);
 
+void gdn_step_avx2(float* S, const float* q, const float* k, const float* v, float decay, float beta, float scale,
+                   int64_t d, float* o);
+void gdn_step_reverse_avx2(float* R, const float* q, const float* k, const float* v, float decay, float beta,
+                           float scale, int64_t d, float* o);
+
 }  // namespace clover::kernels::detail
