@@ -5,13 +5,14 @@
 //
 // Reported: median time of an AR step (one token after the prefix), of a denoising pass over
 // [pending, 31 masks], and of the commit pass over the 32 block tokens; distinct experts per
-// layer touched by each; and the tokens per denoising pass at which diffusion breaks even with AR:
+// layer touched by each; the median process CPU time of the AR step and the denoising pass; and the tokens per denoising pass at which diffusion breaks even with AR:
 //   a block costs (B-1)/k denoising passes + 1 commit pass for B tokens, AR B steps, so
 //   k* = (B-1) t_denoise / (B t_ar - t_commit).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,6 +27,13 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// CPU seconds of the whole process (all threads; spinning workers count). On a shared machine the
+// wall time of a single-threaded run swings with the load; its CPU time is the steadier figure.
+double cpu_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,21 +61,21 @@ int main(int argc, char** argv) {
     f.causal(st, std::span<const int32_t>(toks.data(), prefix), model::LogitRows::Last, logits.data());
     const auto snapshot = st.gdn;
 
-    std::vector<double> t_ar, t_den, t_commit;
+    std::vector<double> t_ar, t_den, t_commit, c_ar, c_den;
     double experts_ar = 0, experts_den = 0, experts_commit = 0;
     std::vector<int32_t> block(B, hp.mask_token >= 0 ? hp.mask_token : 0);
     block[0] = toks[prefix];
     for (int r = 0; r < reps + 1; ++r) {  // the first round warms up
-      double t0 = now();
+      double t0 = now(), u0 = cpu_now();
       f.causal(st, std::span<const int32_t>(&toks[prefix], 1), model::LogitRows::Last, logits.data());
-      const double a = now() - t0;
+      const double a = now() - t0, ua = cpu_now() - u0;
       experts_ar = double(f.last_stats().distinct_experts) / hp.n_layer;
       st.gdn = snapshot, st.n_past = prefix;
-      double d = 0;
+      double d = 0, ud = 0;
       if (hp.has_reverse_path) {
-        t0 = now();
+        t0 = now(), u0 = cpu_now();
         f.denoise(st, block, logits.data());
-        d = now() - t0;
+        d = now() - t0, ud = cpu_now() - u0;
         experts_den = double(f.last_stats().distinct_experts) / hp.n_layer;
       }
       t0 = now();
@@ -75,12 +83,14 @@ int main(int argc, char** argv) {
       const double c = now() - t0;
       experts_commit = double(f.last_stats().distinct_experts) / hp.n_layer;
       st.gdn = snapshot, st.n_past = prefix;
-      if (r > 0) t_ar.push_back(a), t_den.push_back(d), t_commit.push_back(c);
+      if (r > 0) t_ar.push_back(a), t_den.push_back(d), t_commit.push_back(c), c_ar.push_back(ua), c_den.push_back(ud);
     }
     const double ar = median(t_ar), den = median(t_den), com = median(t_commit);
     const double breakeven = (B - 1) * den / (B * ar - com);
-    std::printf("| %s | %d | %.2f ms | %.2f ms (%.2fx) | %.2f ms | %.1f / %.1f / %.1f | %s |\n", argv[1], threads, ar * 1e3, den * 1e3,
-                den / ar, com * 1e3, experts_ar, experts_den, experts_commit,
+    const double cpu_ar = median(c_ar), cpu_den = median(c_den);
+    std::printf("| %s | %d | %.2f ms | %.2f ms (%.2fx) | %.2f ms | %.1f / %.1f / %.1f | %.2f / %.2f ms (%.2fx) | %s |\n", argv[1], threads,
+                ar * 1e3, den * 1e3, den / ar, com * 1e3, experts_ar, experts_den, experts_commit, cpu_ar * 1e3, cpu_den * 1e3,
+                cpu_den / cpu_ar,
                 B * ar > com ? (std::to_string(breakeven).substr(0, 5) + " tokens/pass").c_str() : "never (commit costs more than B AR steps)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -34,7 +34,6 @@ Forward::Forward(const Model& model, ThreadPool& pool, int max_batch)
     s.o.resize(B, hp.gdn_v_dim());
     s.rev_beta.resize(B, hp.gdn_v_heads);
     s.rev_alpha.resize(B, hp.gdn_v_heads);
-    s.rev_state.assign(pool.size(), std::vector<float>(static_cast<size_t>(hp.gdn_head_dim) * hp.gdn_head_dim));
   }
   const int k = hp.n_expert_used;
   s.router.resize(B, hp.n_expert);

@@ -69,7 +69,6 @@ struct Forward::Scratch {
   Mat qkv, conv, z, beta, alpha, o;
   GdnLayerState gdn_copy;               // a denoising pass scans from a copy of the committed state
   Mat rev_beta, rev_alpha;              // reverse in-block path: [B][H_v]
-  std::vector<std::vector<float>> rev_state;  // per thread: one d_v x d_k reverse state
 
   // mixture of experts
   Mat router;                       // [B][n_expert] logits, then probabilities

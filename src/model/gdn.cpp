@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
+#include "kernels/gdn.h"
 #include "model/forward.h"
 #include "model/forward_scratch.h"
 #include "model/ops.h"
@@ -66,7 +68,7 @@ void Forward::gdn_layer(int il, SequenceState& st, int T, PassKind kind) {
       for (int h = 0; h < 2 * Hk; ++h) ops::l2_norm(s.conv.row(t) + h * d, d, hp_.rms_eps);
   });
 
-  // The delta rule, one value head per work item; each row j of S^T is independent.
+  // The delta rule (kernels/gdn.h), one value head per work item.
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   pool_.parallel_for(Hv, 1, [&](int64_t hb, int64_t he) {
     for (int64_t h = hb; h < he; ++h) {
@@ -79,22 +81,7 @@ void Forward::gdn_layer(int il, SequenceState& st, int T, PassKind kind) {
         const float g = ops::softplus(s.alpha.row(t)[h] + W.dt_bias[h]) * W.a[h];
         const float decay = std::exp(g);
         const float beta = ops::sigmoid(s.beta.row(t)[h]);
-        float* o = s.o.row(t) + h * d;
-        for (int j = 0; j < d; ++j) {
-          float* row = S + j * d;
-          float sk = 0.f;
-          for (int i = 0; i < d; ++i) {
-            row[i] *= decay;
-            sk += row[i] * k[i];
-          }
-          const float delta = (v[j] - sk) * beta;
-          float sq = 0.f;
-          for (int i = 0; i < d; ++i) {
-            row[i] += k[i] * delta;
-            sq += row[i] * q[i];
-          }
-          o[j] = sq * scale;
-        }
+        kernels::gdn_step(S, q, k, v, decay, beta, scale, d, s.o.row(t) + h * d);
       }
     }
   });
@@ -125,10 +112,10 @@ void Forward::gdn_reverse_path(const GdnWeights& W, int T) {
   linear(W.rev_beta, s.h.row(0), T, E, s.rev_beta.row(0));  // [T][Hv]
   linear(W.rev_alpha, s.h.row(0), T, E, s.rev_alpha.row(0));
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  pool_.run_on_all([&](int thread) {
-    std::vector<float>& R = s.rev_state[thread];  // [d_v][d_k], rows contiguous as in the forward state
-    int64_t hb, he;
-    split_range(Hv, 1, pool_.size(), thread, hb, he);
+  pool_.parallel_for(Hv, 1, [&](int64_t hb, int64_t he) {
+    // Scratch state per thread: which thread runs a head varies, so it cannot be indexed by thread.
+    thread_local std::vector<float> R;
+    R.resize(static_cast<size_t>(d) * d);  // [d_v][d_k], rows contiguous as in the forward state
     for (int64_t h = hb; h < he; ++h) {
       std::fill(R.begin(), R.end(), 0.f);
       const int kh = static_cast<int>(h % Hk);
@@ -139,19 +126,7 @@ void Forward::gdn_reverse_path(const GdnWeights& W, int T) {
         const float g = ops::softplus(s.rev_alpha.row(t)[h] + W.rev_dt_bias[h]) * W.rev_a[h];
         const float decay = std::exp(g);
         const float beta = ops::sigmoid(s.rev_beta.row(t)[h]);
-        float* o = s.o.row(t) + h * d;
-        for (int j = 0; j < d; ++j) {
-          float* row = R.data() + static_cast<size_t>(j) * d;
-          float rq = 0.f, rk = 0.f;
-          for (int i = 0; i < d; ++i) {
-            rq += row[i] * q[i];  // only later positions are in R yet
-            row[i] *= decay;
-            rk += row[i] * k[i];
-          }
-          o[j] += rq * scale;
-          const float delta = (v[j] - rk) * beta;
-          for (int i = 0; i < d; ++i) row[i] += k[i] * delta;
-        }
+        kernels::gdn_step_reverse(R.data(), q, k, v, decay, beta, scale, d, s.o.row(t) + h * d);
       }
     }
   });

@@ -1,5 +1,7 @@
 #include "runtime/thread_pool.h"
 
+#include <algorithm>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define CLOVER_PAUSE() _mm_pause()
@@ -14,6 +16,19 @@ namespace {
 // bridge the gap between two parallel regions of one forward pass, short enough not to burn a
 // core while the engine idles.
 constexpr int kSpinIterations = 20000;
+constexpr uint64_t kClosed = uint64_t{1} << 31;
+constexpr uint64_t kJoinedOne = uint64_t{1} << 16;
+constexpr uint64_t kJoinedMask = kClosed - kJoinedOne;
+constexpr uint64_t kInsideMask = kJoinedOne - 1;
+
+// Spins, then yields, so that a thread that lost its core (more threads than free cores) gets it back.
+template <class Done>
+void spin_until(Done&& done) {
+  for (int spin = 0; !done(); ++spin) {
+    if (spin < kSpinIterations) CLOVER_PAUSE();
+    else std::this_thread::yield();
+  }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
@@ -41,9 +56,40 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = g;
     if (stop_.load(std::memory_order_acquire)) return;
+    // Join region g unless it was closed or already replaced by a later one (this worker was late).
+    uint64_t s = slot_.load(std::memory_order_acquire);
+    bool joined = false;
+    while ((s >> 32) == g && !(s & kClosed)) {
+      if (slot_.compare_exchange_weak(s, s + kJoinedOne + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        joined = true;
+        break;
+      }
+    }
+    if (!joined) continue;
     (*job_)(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    slot_.fetch_sub(1, std::memory_order_acq_rel);
   }
+}
+
+void ThreadPool::dispatch(const std::function<void(int)>& fn) {
+  job_ = &fn;
+  const uint32_t g = generation_.load(std::memory_order_relaxed) + 1;
+  slot_.store(uint64_t{g} << 32, std::memory_order_release);
+  generation_.store(g, std::memory_order_release);
+  generation_.notify_all();
+}
+
+void ThreadPool::wait_all_joined_and_done() {
+  const uint64_t all_joined = static_cast<uint64_t>(n_threads_ - 1) * kJoinedOne;
+  spin_until([&] {
+    const uint64_t s = slot_.load(std::memory_order_acquire);
+    return (s & kJoinedMask) == all_joined && (s & kInsideMask) == 0;
+  });
+}
+
+void ThreadPool::close_and_wait() {
+  slot_.fetch_or(kClosed, std::memory_order_acq_rel);
+  spin_until([&] { return (slot_.load(std::memory_order_acquire) & kInsideMask) == 0; });
 }
 
 void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
@@ -51,35 +97,33 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
     fn(0);
     return;
   }
-  job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  dispatch(fn);
   fn(0);
-  // Spin while the workers are likely still running; then yield, so that a worker that lost its
-  // core (more threads than free cores) gets it back quickly.
-  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
-    if (spin < kSpinIterations) CLOVER_PAUSE();
-    else std::this_thread::yield();
-  }
+  wait_all_joined_and_done();
   job_ = nullptr;
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
-  int parts = n_threads_;
-  if ((n + grain - 1) / grain < parts) parts = static_cast<int>((n + grain - 1) / grain);
-  if (parts <= 1) {
+  const int64_t units = (n + grain - 1) / grain;
+  if (n_threads_ == 1 || units <= 1) {
     fn(0, n);
     return;
   }
-  run_on_all([&](int t) {
-    if (t >= parts) return;
-    int64_t b, e;
-    split_range(n, grain, parts, t, b, e);
-    if (b < e) fn(b, e);
-  });
+  const int64_t per = std::max<int64_t>(1, units / (int64_t{n_threads_} * kChunksPerThread));  // units per chunk
+  std::atomic<int64_t> next{0};
+  const std::function<void(int)> take_chunks = [&](int) {
+    for (;;) {
+      const int64_t u = next.fetch_add(per, std::memory_order_relaxed);
+      if (u >= units) return;
+      fn(u * grain, std::min(n, (u + per) * grain));
+    }
+  };
+  dispatch(take_chunks);
+  take_chunks(0);
+  close_and_wait();
+  job_ = nullptr;
 }
 
 }  // namespace clover

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
+#include <algorithm>
 #include <vector>
 
 #include "runtime/thread_pool.h"
@@ -16,10 +19,50 @@ TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
         std::vector<std::atomic<int>> hits(n);
         pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
           EXPECT_LT(b, e);
+          EXPECT_EQ(b % grain, 0);
+          EXPECT_TRUE(e % grain == 0 || e == n);
           for (int64_t i = b; i < e; ++i) hits[i]++;
         });
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " threads, n " << n << ", grain " << grain;
       }
+    }
+  }
+}
+
+// A thread that stalls (as on a busy machine) does not hold the others' share: they take the
+// remaining chunks.
+TEST(ThreadPool, ParallelForLetsOtherThreadsTakeAStalledThreadsChunks) {
+  ThreadPool pool(2);
+  std::atomic<int> chunks_by_caller{0}, chunks_total{0};
+  const auto caller = std::this_thread::get_id();
+  pool.parallel_for(1600, 1, [&](int64_t, int64_t) {
+    ++chunks_total;
+    if (std::this_thread::get_id() == caller) {
+      ++chunks_by_caller;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  EXPECT_EQ(chunks_total.load(), 2 * ThreadPool::kChunksPerThread);
+  EXPECT_LT(chunks_by_caller.load(), ThreadPool::kChunksPerThread);  // a static split would give it half
+}
+
+// More threads than cores: workers are often late, join closed parallel_for regions or find them
+// replaced by the next one. Every index must still run once per region and every run_on_all
+// region on every thread.
+TEST(ThreadPool, MixedRegionsWithLateWorkers) {
+  ThreadPool pool(5);
+  std::vector<int> hits(37);
+  std::atomic<int> ran{0};
+  for (int round = 0; round < 600; ++round) {
+    std::fill(hits.begin(), hits.end(), 0);
+    pool.parallel_for(37, 1 + round % 3, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i]++;  // chunks are disjoint: no data race
+    });
+    for (int i = 0; i < 37; ++i) ASSERT_EQ(hits[i], 1) << "round " << round << ", index " << i;
+    if (round % 7 == 0) {
+      ran = 0;
+      pool.run_on_all([&](int) { ++ran; });
+      ASSERT_EQ(ran.load(), 5) << "round " << round;
     }
   }
 }

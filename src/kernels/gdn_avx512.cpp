@@ -1,0 +1,73 @@
+// AVX-512 gated delta rule steps in ggml-cpu's operation order (gdn.h): the bits equal
+// gdn_step_ref's. Rows are independent of each other, so the out-of-order core overlaps the
+// dependency chains of consecutive rows.
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/gdn_internal.h"
+
+namespace clover::kernels::detail {
+namespace {
+
+inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1); }
+
+// ggml_vec_dot_f32 (AVX-512 build): 4 x 16 fused lanes per 64 values, then (0 + 2) + (1 + 3),
+// the lane tree l + 8, + 4, + 2, + 1, then the tail one fused multiply-add at a time.
+inline float dot(const float* x, const float* y, int64_t n) {
+  const int64_t np = n & ~int64_t{63};
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i < np; i += 64) {
+    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+    a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
+    a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
+  }
+  const __m512 v = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  float s = _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+  for (int64_t i = np; i < n; ++i) s = std::fma(x[i], y[i], s);
+  return s;
+}
+
+inline void scale_row(float* row, float decay, int64_t d) {
+  const __m512 m = _mm512_set1_ps(decay);
+  for (int64_t i = 0; i < d; i += 16) {
+    const __mmask16 k = tail_mask(d - i);
+    _mm512_mask_storeu_ps(row + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, row + i), m));
+  }
+}
+
+inline void mad_row(float* row, const float* kv, float delta, int64_t d) {  // row += kv * delta, fused
+  const __m512 m = _mm512_set1_ps(delta);
+  for (int64_t i = 0; i < d; i += 16) {
+    const __mmask16 k = tail_mask(d - i);
+    _mm512_mask_storeu_ps(row + i, k, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, kv + i), m, _mm512_maskz_loadu_ps(k, row + i)));
+  }
+}
+
+}  // namespace
+
+void gdn_step_avx512(float* S, const float* q, const float* k, const float* v, float decay, float beta, float scale,
+                     int64_t d, float* o) {
+  for (int64_t j = 0; j < d; ++j) {
+    float* row = S + j * d;
+    scale_row(row, decay, d);
+    mad_row(row, k, (v[j] - dot(row, k, d)) * beta, d);
+    o[j] = dot(row, q, d) * scale;
+  }
+}
+
+void gdn_step_reverse_avx512(float* R, const float* q, const float* k, const float* v, float decay, float beta,
+                             float scale, int64_t d, float* o) {
+  for (int64_t j = 0; j < d; ++j) {
+    float* row = R + j * d;
+    o[j] += dot(row, q, d) * scale;
+    scale_row(row, decay, d);
+    mad_row(row, k, (v[j] - dot(row, k, d)) * beta, d);
+  }
+}
+
+}  // namespace clover::kernels::detail
