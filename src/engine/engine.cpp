@@ -297,7 +297,9 @@ CacheType cache_type_from_name(std::string_view name) {
 
 std::string context_summary(const ModelInfo& info) {
   auto size = [](uint64_t b) {
-    return b >= (uint64_t{1} << 30) ? fmt::format("{:.2f} GiB", b / 1073741824.0) : fmt::format("{:.1f} MiB", b / 1048576.0);
+    if (b >= (uint64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / 1073741824.0);
+    if (b >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", b / 1048576.0);
+    return fmt::format("{:.1f} KiB", b / 1024.0);
   };
   return fmt::format("context {} tokens, KV cache {}/{} {} per session, recurrent state {}", info.n_ctx, info.cache_type_k,
                      info.cache_type_v, size(info.kv_cache_bytes), size(info.recurrent_state_bytes));
