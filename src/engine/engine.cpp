@@ -144,11 +144,11 @@ DType to_dtype(CacheType t) { return t == CacheType::F32 ? DType::F32 : t == Cac
 void EngineImpl::describe_context(const EngineOptions& opts) {
   const model::HParams& hp = model_->hp();
   try {
-    model::SequenceState probe(hp, 0, kv_types_);  // validates the types; allocates nothing
-    info_.recurrent_state_bytes = probe.recurrent_bytes();
+    model::SequenceState::check_kv_types(hp, kv_types_);
   } catch (const std::exception& e) {
     throw Error(e.what());
   }
+  info_.recurrent_state_bytes = model::SequenceState::recurrent_bytes_for(hp);
   info_.n_ctx = n_ctx_;
   info_.cache_type_k = std::string(cache_type_name(opts.cache_type_k));
   info_.cache_type_v = std::string(cache_type_name(opts.cache_type_v));

@@ -43,9 +43,11 @@ void round_query(DType k_type, float* q, int hd) {
   if (k_type == DType::F16) {
     for (int d = 0; d < hd; ++d) q[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
   } else if (k_type == DType::Q8_0) {
-    std::vector<BlockQ8_0> blocks(static_cast<size_t>(hd / kQK));
-    quantize_row_q8_0_activation(q, blocks.data(), hd);
-    dequantize_row(DType::Q8_0, blocks.data(), q, hd);
+    for (int b = 0; b < hd / kQK; ++b) {  // one block at a time: nothing allocated per call
+      BlockQ8_0 block;
+      quantize_row_q8_0_activation(q + b * kQK, &block, kQK);
+      dequantize_row(DType::Q8_0, &block, q + b * kQK, kQK);
+    }
   }
 }
 

@@ -15,9 +15,19 @@ void check_type(DType t, const char* which, const HParams& hp) {
 }
 }  // namespace
 
-SequenceState::SequenceState(const HParams& hp, int n_ctx_, KvTypes types_) : n_ctx(n_ctx_), types(types_) {
+void SequenceState::check_kv_types(const HParams& hp, KvTypes types) {
   check_type(types.k, "K", hp);
   check_type(types.v, "V", hp);
+}
+
+size_t SequenceState::recurrent_bytes_for(const HParams& hp) {
+  const size_t per_layer = static_cast<size_t>(hp.conv_kernel - 1) * hp.gdn_qkv_dim() +
+                           static_cast<size_t>(hp.gdn_v_heads) * hp.gdn_head_dim * hp.gdn_head_dim;
+  return static_cast<size_t>(hp.n_gdn_layers()) * per_layer * sizeof(float);
+}
+
+SequenceState::SequenceState(const HParams& hp, int n_ctx_, KvTypes types_) : n_ctx(n_ctx_), types(types_) {
+  check_kv_types(hp, types);
   if (hp.n_attn_layers() > 0) {
     k_head_bytes = dtype_row_bytes(types.k, hp.head_dim);
     v_head_bytes = dtype_row_bytes(types.v, hp.head_dim);

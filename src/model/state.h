@@ -71,6 +71,10 @@ struct SequenceState {
   // The KV cache of n_ctx positions, by formula: n_attn_layers x n_ctx x n_head_kv x
   // (row bytes of head_dim K values + row bytes of head_dim V values).
   static size_t kv_bytes_for(const HParams& hp, int64_t n_ctx, KvTypes types);
+  // The GDN state, by formula (what recurrent_bytes() of any state of this model returns).
+  static size_t recurrent_bytes_for(const HParams& hp);
+  // Throws ModelError when the cache types do not suit the model (what the constructor checks).
+  static void check_kv_types(const HParams& hp, KvTypes types);
 };
 
 }  // namespace clover::model
