@@ -99,17 +99,14 @@ void Forward::attention_layer(int il, SequenceState& st, int T, PassKind kind) {
         }
         rows.q = q, rows.o = o, rows.n_keys = n_keys, rows.n = n;
         kernels::attention(rows, hd, scale, K, V, scratch);
+        // Output gate, in the same item (one parallel region less per layer, which matters for decode).
+        for (int t = t0, r = 0; t < t1; ++t)
+          for (int hh = h0; hh < h1; ++hh, ++r) {
+            const float* gate = s.qg.row(t) + (kvh * group + hh) * 2 * hd + hd;
+            for (int d = 0; d < hd; ++d) o[r][d] *= ops::sigmoid(gate[d]);
+          }
       }
     }
-  });
-
-  pool_.parallel_for(T, 1, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t)
-      for (int h = 0; h < nh; ++h) {
-        float* o = s.attn.row(t) + h * hd;
-        const float* gate = s.qg.row(t) + h * 2 * hd + hd;
-        for (int d = 0; d < hd; ++d) o[d] *= ops::sigmoid(gate[d]);
-      }
   });
 
   linear(W.o, s.attn.row(0), T, nh * hd, s.y.row(0));
