@@ -35,12 +35,29 @@ struct ModelInfo {
   float threshold = 0.95f;
   int mask_token = -1;
   std::vector<std::string> warnings;  // non-fatal findings at load
+
+  // The context every session gets (from EngineOptions): positions, KV cache element types, and the
+  // memory one session's cache takes (attention KV, growing with n_ctx; GDN state, constant).
+  int n_ctx = 0;
+  std::string cache_type_k, cache_type_v;  // "f32", "f16" or "q8_0"
+  uint64_t kv_cache_bytes = 0, recurrent_state_bytes = 0;
 };
+
+// Element type of the attention KV cache (llama.cpp's -ctk / -ctv). F16 halves the memory of F32
+// at a measured cost below 1e-2 in the logits (docs/long-context.md); F32 is exact (oracle tests).
+enum class CacheType { F32, F16, Q8_0 };
+// "f32", "f16", "q8_0" (case-insensitive); throws Error naming the accepted names otherwise.
+CacheType cache_type_from_name(std::string_view name);
+std::string_view cache_type_name(CacheType t);
+// One line for load messages: "context 131072 tokens, KV cache f16/f16 2.50 GiB, recurrent state 30.1 MiB".
+std::string context_summary(const ModelInfo& info);
 
 struct EngineOptions {
   int n_threads = 0;   // 0: all cores
   int n_ctx = 0;       // tokens per session; 0: the model's trained context, capped at 131072
   int max_batch = 256; // tokens per internal forward pass (prefill chunk)
+  CacheType cache_type_k = CacheType::F16;  // as llama.cpp's default
+  CacheType cache_type_v = CacheType::F16;
   bool prefault = false;
   std::string routing_trace;  // debugging: write every MoE routing decision to this file
   int state_snapshots = 4;    // recurrent-state snapshots kept per session for prefix reuse

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/cache_options.h"
 #include "cli/commands.h"
 #include "cli/token_file.h"
 #include "clover/clover.h"
@@ -20,6 +21,7 @@ Runner add_logits_command(CLI::App& app) {
     std::string routing_trace;
     std::string denoise_block;
     bool no_reverse = false;
+    std::string cache_type_k = "f32", cache_type_v = "f32";  // exact by default: this is the comparison tool
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("logits", "write raw float32 logits for a list of token ids");
@@ -31,6 +33,7 @@ Runner add_logits_command(CLI::App& app) {
   c->add_flag("--all", a->all, "logits of every position (default: the last one)");
   c->add_option("-t,--threads", a->threads, "threads (0: all cores)");
   c->add_option("-c,--ctx-size", a->n_ctx, "context size (0: the number of tokens)");
+  add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
   c->add_option("-b,--batch", a->batch, "tokens per forward pass");
   c->add_option("--chunk", a->chunk, "feed the tokens in calls of this many tokens (0: one call), to test state carry-over");
   c->add_option("--trace-routing", a->routing_trace, "write every MoE routing decision (layer position experts margin) to FILE");
@@ -42,6 +45,8 @@ Runner add_logits_command(CLI::App& app) {
     eo.n_threads = a->threads;
     eo.n_ctx = a->n_ctx > 0 ? a->n_ctx : static_cast<int>(ids.size() + block.size());
     eo.max_batch = a->batch;
+    eo.cache_type_k = cache_type_from_name(a->cache_type_k);
+    eo.cache_type_v = cache_type_from_name(a->cache_type_v);
     eo.routing_trace = a->routing_trace;
     auto engine = Engine::load(a->model, eo);
     auto session = engine->new_session();

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/cache_options.h"
 #include "cli/commands.h"
 #include "cli/token_file.h"
 #include "clover/clover.h"
@@ -32,6 +33,7 @@ struct RunArgs {
   float threshold = -1.0f;
   int block = 0;
   bool show_blocks = false;
+  std::string cache_type_k = "f16", cache_type_v = "f16";
 };
 
 }  // namespace
@@ -48,6 +50,7 @@ Runner add_run_command(CLI::App& app) {
   c->add_flag("--print-tokens", a->print_tokens, "print the generated token ids as a JSON array at the end (stdout)");
   c->add_option("-n,--n-predict", a->n_predict, "tokens to generate")->check(CLI::NonNegativeNumber);
   c->add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (0: the model's, at most 131072)");
+  add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
   c->add_option("-t,--threads", a->threads, "threads (0: all cores)");
   c->add_option("--temp", a->temp, "temperature (0: greedy)");
   c->add_option("--top-k", a->top_k, "top-k (0: off)");
@@ -66,9 +69,12 @@ Runner add_run_command(CLI::App& app) {
     EngineOptions eo;
     eo.n_threads = a->threads;
     eo.n_ctx = a->n_ctx;
+    eo.cache_type_k = cache_type_from_name(a->cache_type_k);
+    eo.cache_type_v = cache_type_from_name(a->cache_type_v);
     const std::string path = a->model.empty() ? default_model_path() : a->model;
     auto engine = Engine::load(path, eo);
     for (const auto& w : engine->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    std::fprintf(stderr, "%s\n", context_summary(engine->info()).c_str());
     auto session = engine->new_session();
     if (a->prompt.empty() && a->prompt_tokens.empty()) throw Error("give a prompt with -p or --prompt-tokens");
     std::vector<int32_t> prompt =

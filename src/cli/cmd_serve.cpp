@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/cache_options.h"
 #include "cli/commands.h"
 #include "clover/clover.h"
 #include "server/server.h"
@@ -15,6 +16,7 @@ Runner add_serve_command(CLI::App& app) {
     server::ServerOptions opt;
     std::string mode = "ar", reasoning_format = "deepseek", kwargs;
     bool jinja = true;
+    std::string cache_type_k = "f16", cache_type_v = "f16";
   };
   auto a = std::make_shared<Args>();
   server::ServerOptions& o = a->opt;
@@ -24,6 +26,7 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("--port", o.port, "port (0: any free port, printed on start)")->capture_default_str();
   c->add_option("-a,--alias", o.alias, "model name for clients (default: the file name without .gguf)");
   c->add_option("-c,--ctx-size", o.n_ctx, "context size per slot in tokens (0: the model's, at most 131072)");
+  add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
   c->add_option("--parallel", o.n_slots, "slots: sessions kept with their own cache")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -48,6 +51,8 @@ Runner add_serve_command(CLI::App& app) {
     if (opt.model_path.empty()) opt.model_path = default_model_path();
     opt.mode = a->mode == "diffusion" ? DecodeMode::Diffusion : a->mode == "spec" ? DecodeMode::Spec : DecodeMode::AR;
     opt.parse_reasoning = a->reasoning_format == "deepseek";
+    opt.cache_type_k = cache_type_from_name(a->cache_type_k);
+    opt.cache_type_v = cache_type_from_name(a->cache_type_v);
     if (!a->kwargs.empty()) {
       opt.chat_template_kwargs = nlohmann::ordered_json::parse(a->kwargs, nullptr, false);
       if (!opt.chat_template_kwargs.is_object()) throw Error("--chat-template-kwargs must be a JSON object");

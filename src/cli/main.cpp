@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   for (auto& a : args)
     if (a == "-np") a = "--parallel";
+    else if (a == "-ctk") a = "--cache-type-k";
+    else if (a == "-ctv") a = "--cache-type-v";
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
   try {
     app.parse(args);

@@ -42,6 +42,7 @@ sampling::SamplingParams to_params(const SamplingOptions& o) {
 }
 
 class EngineImpl;
+DType to_dtype(CacheType t);
 
 class SessionImpl final : public Session {
  public:
@@ -98,6 +99,8 @@ class EngineImpl final : public Engine {
       forward_.trace_routing(trace_);
     }
     n_ctx_ = opts.n_ctx > 0 ? opts.n_ctx : std::min(hp.n_ctx_train, kMaxContext);
+    kv_types_ = {to_dtype(opts.cache_type_k), to_dtype(opts.cache_type_v)};
+    describe_context(opts);
     info_.path = model_->file().path();
     info_.architecture = hp.arch;
     info_.layout = model::layout_name(hp.layout);
@@ -152,19 +155,44 @@ class EngineImpl final : public Engine {
   engine::PassBatcher& batcher() { return batcher_; }
   int n_ctx() const { return n_ctx_; }
   int snapshots() const { return snapshots_; }
+  model::KvTypes kv_types() const { return kv_types_; }
 
  private:
+  void describe_context(const EngineOptions& opts);
+
   std::unique_ptr<model::Model> model_;
   ThreadPool pool_;
   model::Forward forward_;
   engine::PassBatcher batcher_;
   int snapshots_;
   int n_ctx_ = 0;
+  model::KvTypes kv_types_;
   ModelInfo info_;
   std::FILE* trace_ = nullptr;
 };
 
-SessionImpl::SessionImpl(EngineImpl& eng) : eng_(eng), state_(eng.model().hp(), eng.n_ctx() + kMaxBlock), n_ctx_(eng.n_ctx()) {}
+SessionImpl::SessionImpl(EngineImpl& eng)
+    : eng_(eng), state_(eng.model().hp(), eng.n_ctx() + kMaxBlock, eng.kv_types()), n_ctx_(eng.n_ctx()) {}
+
+// --- Context and KV cache types (docs/long-context.md) ---
+
+DType to_dtype(CacheType t) { return t == CacheType::F32 ? DType::F32 : t == CacheType::F16 ? DType::F16 : DType::Q8_0; }
+
+// Checks the cache types against the model (q8_0 needs a head dim that is a multiple of 32) and
+// records the context and its memory in info_, before any session allocates it.
+void EngineImpl::describe_context(const EngineOptions& opts) {
+  const model::HParams& hp = model_->hp();
+  try {
+    model::SequenceState::check_kv_types(hp, kv_types_);
+  } catch (const std::exception& e) {
+    throw Error(e.what());
+  }
+  info_.recurrent_state_bytes = model::SequenceState::recurrent_bytes_for(hp);
+  info_.n_ctx = n_ctx_;
+  info_.cache_type_k = std::string(cache_type_name(opts.cache_type_k));
+  info_.cache_type_v = std::string(cache_type_name(opts.cache_type_v));
+  info_.kv_cache_bytes = model::SequenceState::kv_bytes_for(hp, n_ctx_ + kMaxBlock, kv_types_);
+}
 
 void SessionImpl::run_pass(const model::SeqPass& p) {
   if (p.kind == model::PassKind::Denoise) {
@@ -393,6 +421,30 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
   } catch (const std::exception& e) {
     throw Error(fmt::format("{}: {}", path, e.what()));
   }
+}
+
+// --- KV cache type names (clover.h) ---
+
+std::string_view cache_type_name(CacheType t) { return t == CacheType::F32 ? "f32" : t == CacheType::F16 ? "f16" : "q8_0"; }
+
+CacheType cache_type_from_name(std::string_view name) {
+  for (CacheType t : {CacheType::F32, CacheType::F16, CacheType::Q8_0}) {
+    const std::string_view n = cache_type_name(t);
+    if (n.size() == name.size() &&
+        std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) { return a == (b >= 'A' && b <= 'Z' ? b - 'A' + 'a' : b); }))
+      return t;
+  }
+  throw Error(fmt::format("unknown KV cache type \"{}\" (use f32, f16 or q8_0)", name));
+}
+
+std::string context_summary(const ModelInfo& info) {
+  auto size = [](uint64_t b) {
+    if (b >= (uint64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / 1073741824.0);
+    if (b >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", b / 1048576.0);
+    return fmt::format("{:.1f} KiB", b / 1024.0);
+  };
+  return fmt::format("context {} tokens, KV cache {}/{} {} per session, recurrent state {}", info.n_ctx, info.cache_type_k,
+                     info.cache_type_v, size(info.kv_cache_bytes), size(info.recurrent_state_bytes));
 }
 
 }  // namespace clover

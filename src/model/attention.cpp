@@ -5,31 +5,46 @@
 //   o  = softmax(q k^T / sqrt(hd)) v  *  sigmoid(gate)          over the cached prefix and, causally,
 //                                                               the batch (a denoising pass: the whole block)
 //   y  = Wo o
+//
+// K and V go to the cache in its type (f32, f16 or q8_0); the softmax runs in the tiled kernel
+// (kernels/attention.h), whose memory does not grow with the context.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention.h"
+#include "kernels/convert.h"
 #include "model/forward.h"
 #include "model/forward_scratch.h"
 #include "model/ops.h"
 
 namespace clover::model {
 
+namespace {
+
+// One position's K or V for every KV head ([nkv][hd] floats) in the cache's type. Q8_0 rounds
+// as ggml-cpu's f32 -> q8_0 copy does (its SIMD quantiser, the one activations see).
+void store_kv_row(DType type, const float* src, uint8_t* dst, int nkv, int hd) {
+  if (type == DType::Q8_0)
+    kernels::quantize_row_q8_0_activation(src, reinterpret_cast<BlockQ8_0*>(dst), static_cast<int64_t>(nkv) * hd);
+  else
+    kernels::quantize_row(type, src, dst, static_cast<int64_t>(nkv) * hd);
+}
+
+}  // namespace
+
 void Forward::attention_layer(int il, SequenceState& st, int T, PassKind kind) {
   Scratch& s = *s_;
   const AttentionWeights& W = model_.weights().layers[il].attn;
   const int hd = hp_.head_dim, nh = hp_.n_head, nkv = hp_.n_head_kv;
-  const int kv_row = nkv * hd;
   const int slot = st.slot[il];
-  float* Kc = st.k[slot].data();
-  float* Vc = st.v[slot].data();
-  const int n_past = st.n_past;
+  const int64_t n_past = st.n_past;
 
   linear(W.q, s.h.row(0), T, hp_.n_embd, s.qg.row(0));  // [T][nh * 2hd]
   linear(W.k, s.h.row(0), T, hp_.n_embd, s.k.row(0));   // [T][nkv * hd]
   linear(W.v, s.h.row(0), T, hp_.n_embd, s.v.row(0));
 
-  // Per-head norms and rope; K and V go to the cache at their positions.
+  // Per-head norms and rope; K and V go to the cache at their positions, in the cache's types.
   pool_.parallel_for(T, 1, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t pos = n_past + t;
@@ -38,50 +53,59 @@ void Forward::attention_layer(int il, SequenceState& st, int T, PassKind kind) {
         ops::rms_norm(s.qg.row(t) + h * 2 * hd, W.q_norm, q, hd, hp_.rms_eps);
         ops::rope_neox(q, hp_.n_rot, pos, hp_.rope_theta);
       }
-      float* krow = Kc + pos * kv_row;
+      float* kt = s.k.row(t);
       for (int h = 0; h < nkv; ++h) {
-        ops::rms_norm(s.k.row(t) + h * hd, W.k_norm, krow + h * hd, hd, hp_.rms_eps);
-        ops::rope_neox(krow + h * hd, hp_.n_rot, pos, hp_.rope_theta);
+        ops::rms_norm(kt + h * hd, W.k_norm, kt + h * hd, hd, hp_.rms_eps);
+        ops::rope_neox(kt + h * hd, hp_.n_rot, pos, hp_.rope_theta);
       }
-      std::memcpy(Vc + pos * kv_row, s.v.row(t), sizeof(float) * kv_row);
+      store_kv_row(st.types.k, kt, st.k_row(slot, pos), nkv, hd);
+      store_kv_row(st.types.v, s.v.row(t), st.v_row(slot, pos), nkv, hd);
     }
   });
 
-  // Causal softmax attention, one (token, head) pair at a time.
+  // Work items: (KV head, run of tokens); an item's rows are the group's query heads for each of
+  // its tokens (GQA: they all read the same K/V). Items are dealt round-robin: under the causal
+  // mask later tokens see more keys, so contiguous ranges would load the last thread most.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int group = nh / nkv;
-  const int64_t n_ctx = st.n_ctx;
+  const int tokens_per_item = std::max(1, kernels::kAttnMaxRows / group);
+  const int rows_per_item = std::min(kernels::kAttnMaxRows, group);  // per token: heads of one group, in calls
+  const int64_t runs = (T + tokens_per_item - 1) / tokens_per_item;
+  const int64_t n_items = nkv * runs;
   pool_.run_on_all([&](int thread) {
-    Mat& sc = s.scores[thread];
-    if (sc.cols < n_ctx) sc.resize(1, n_ctx);
-    int64_t b, e;
-    split_range(static_cast<int64_t>(T) * nh, 1, pool_.size(), thread, b, e);
-    for (int64_t item = b; item < e; ++item) {
-      const int64_t t = item / nh;
-      const int h = static_cast<int>(item % nh), kvh = h / group;
-      const int64_t n_keys = kind == PassKind::Denoise ? n_past + T : n_past + t + 1;
-      const float* q = s.q.row(t) + h * hd;
-      float* p = sc.row(0);
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        p[j] = ops::dot(q, Kc + j * kv_row + kvh * hd, hd) * scale;
-        mx = std::max(mx, p[j]);
+    kernels::AttentionScratch& scratch = s.attn_scratch[thread];
+    const float* q[kernels::kAttnMaxRows];
+    float* o[kernels::kAttnMaxRows];
+    int64_t n_keys[kernels::kAttnMaxRows];
+    for (int64_t item = thread; item < n_items; item += pool_.size()) {
+      const int kvh = static_cast<int>(item % nkv);
+      const int t0 = static_cast<int>(item / nkv) * tokens_per_item;
+      const int t1 = std::min(T, t0 + tokens_per_item);
+      const kernels::KvHeadRef K = st.k_head(slot, kvh), V = st.v_head(slot, kvh);
+      // Heads of the group in calls of at most kAttnMaxRows rows (a group larger than a call).
+      for (int h0 = 0; h0 < group; h0 += rows_per_item) {
+        const int h1 = std::min(group, h0 + rows_per_item);
+        kernels::AttentionRows rows;
+        int n = 0;
+        for (int t = t0; t < t1; ++t) {
+          const int64_t keys = kind == PassKind::Denoise ? n_past + T : n_past + t + 1;
+          for (int hh = h0; hh < h1; ++hh) {
+            const int h = kvh * group + hh;
+            q[n] = s.q.row(t) + h * hd;
+            o[n] = s.attn.row(t) + h * hd;
+            n_keys[n] = keys;
+            ++n;
+          }
+        }
+        rows.q = q, rows.o = o, rows.n_keys = n_keys, rows.n = n;
+        kernels::attention(rows, hd, scale, K, V, scratch);
+        // Output gate, in the same item (one parallel region less per layer, which matters for decode).
+        for (int t = t0, r = 0; t < t1; ++t)
+          for (int hh = h0; hh < h1; ++hh, ++r) {
+            const float* gate = s.qg.row(t) + (kvh * group + hh) * 2 * hd + hd;
+            for (int d = 0; d < hd; ++d) o[r][d] *= ops::sigmoid(gate[d]);
+          }
       }
-      double sum = 0.0;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        p[j] = std::exp(p[j] - mx);
-        sum += p[j];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      float* o = s.attn.row(t) + h * hd;
-      std::fill(o, o + hd, 0.f);
-      for (int64_t j = 0; j < n_keys; ++j) {
-        const float pj = p[j] * inv;
-        const float* vr = Vc + j * kv_row + kvh * hd;
-        for (int d = 0; d < hd; ++d) o[d] += pj * vr[d];
-      }
-      const float* gate = s.qg.row(t) + h * 2 * hd + hd;
-      for (int d = 0; d < hd; ++d) o[d] *= ops::sigmoid(gate[d]);
     }
   });
 

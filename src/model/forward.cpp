@@ -23,7 +23,7 @@ Forward::Forward(const Model& model, ThreadPool& pool, int max_batch)
     s.v.resize(B, hp.n_head_kv * hp.head_dim);
     s.q.resize(B, hp.n_head * hp.head_dim);
     s.attn.resize(B, hp.n_head * hp.head_dim);
-    s.scores.resize(pool.size());
+    s.attn_scratch.resize(pool.size());
   }
   if (hp.n_gdn_layers() > 0) {
     s.qkv.resize(B, hp.gdn_qkv_dim());

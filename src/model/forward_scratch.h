@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "model/forward.h"
 
@@ -63,7 +64,7 @@ struct Forward::Scratch {
 
   // attention
   Mat qg, k, v, q, attn;           // projections, roped queries [B][n_head*hd], attention output
-  std::vector<Mat> scores;         // per thread: [n_ctx] softmax row
+  std::vector<kernels::AttentionScratch> attn_scratch;  // per thread; sized by head_dim, not n_ctx
 
   // gated DeltaNet
   Mat qkv, conv, z, beta, alpha, o;

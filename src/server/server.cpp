@@ -31,8 +31,11 @@ void load(ServerState& st) {
   EngineOptions eo;
   eo.n_threads = st.opt.n_threads;
   eo.n_ctx = st.opt.n_ctx;
+  eo.cache_type_k = st.opt.cache_type_k;
+  eo.cache_type_v = st.opt.cache_type_v;
   st.engine = Engine::load(st.opt.model_path, eo);
   for (const auto& w : st.engine->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  std::fprintf(stderr, "%s, %d slots\n", context_summary(st.engine->info()).c_str(), st.opt.n_slots);
   const std::string source = st.opt.chat_template_file.empty() ? st.engine->chat_template() : read_file(st.opt.chat_template_file);
   if (source.empty()) throw Error("the model has no chat template; give one with --chat-template-file");
   try {

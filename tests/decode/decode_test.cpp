@@ -4,6 +4,7 @@
 //   - guess-then-verify with greedy sampling outputs exactly the AR greedy tokens, and after
 //     rejected drafts its state equals the AR state at the same point (bitwise);
 //   - diffusion with tau above 1 commits one position per pass, with tau = 0 one pass per block.
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -25,11 +26,13 @@ std::vector<int32_t> random_tokens(int n, uint32_t seed) {
 
 void expect_same_state(const model::SequenceState& a, const model::SequenceState& b, const model::HParams& hp) {
   ASSERT_EQ(a.n_past, b.n_past);
-  const size_t kv_row = static_cast<size_t>(hp.n_head_kv) * hp.head_dim;
+  // The caches' bytes (whatever their type) at the committed positions.
   for (size_t l = 0; l < a.k.size(); ++l)
-    for (size_t i = 0; i < a.n_past * kv_row; ++i) {
-      ASSERT_EQ(a.k[l].data()[i], b.k[l].data()[i]) << "K of attention layer " << l << " at " << i / kv_row;
-      ASSERT_EQ(a.v[l].data()[i], b.v[l].data()[i]) << "V of attention layer " << l << " at " << i / kv_row;
+    for (int64_t pos = 0; pos < a.n_past; ++pos) {
+      ASSERT_EQ(0, std::memcmp(a.k[l].data() + pos * a.k_row_bytes, b.k[l].data() + pos * b.k_row_bytes, a.k_row_bytes))
+          << "K of attention layer " << l << " at " << pos;
+      ASSERT_EQ(0, std::memcmp(a.v[l].data() + pos * a.v_row_bytes, b.v[l].data() + pos * b.v_row_bytes, a.v_row_bytes))
+          << "V of attention layer " << l << " at " << pos;
     }
   for (size_t l = 0; l < a.gdn.size(); ++l) {
     ASSERT_EQ(a.gdn[l].conv, b.gdn[l].conv) << "conv state of GDN layer " << l;

@@ -2,6 +2,8 @@
 // prefix reuse, sampling reproducibility and errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "clover/clover.h"
 #include "engine/stop_strings.h"
 #include "../model/model_test_util.h"
@@ -135,6 +137,37 @@ TEST_F(EngineTest, ErrorsNameTheNumbers) {
   go.max_tokens = 1;
   EXPECT_THROW(s->generate({}, go, [](const Event&) { return true; }), Error);
   EXPECT_THROW(Engine::load("/nonexistent/model.gguf"), Error);
+}
+
+// KV cache types through the API: names as llama.cpp spells them, the memory reported at load,
+// and eval with a quantised cache close to the default one.
+TEST_F(EngineTest, CacheTypesAndTheirMemory) {
+  EXPECT_EQ(cache_type_from_name("Q8_0"), CacheType::Q8_0);
+  EXPECT_EQ(cache_type_name(CacheType::F16), "f16");
+  try {
+    cache_type_from_name("q4_0");
+    FAIL() << "q4_0 accepted as a cache type";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "unknown KV cache type \"q4_0\" (use f32, f16 or q8_0)");
+  }
+  EXPECT_EQ(engine_->info().cache_type_k, "f16");  // the default, as llama.cpp's
+  EngineOptions o;
+  o.n_threads = 2;
+  o.n_ctx = 256;
+  o.cache_type_k = CacheType::F32;
+  o.cache_type_v = CacheType::Q8_0;
+  auto e = Engine::load(path_, o);
+  // tiny: 1 attention layer, 2 KV heads x 64; 256 + 256 block-scratch positions; K f32 (512 bytes
+  // per position), V q8_0 (2 heads x 2 blocks x 34 bytes = 136). GDN: 3 layers x (3 conv rows x 256
+  // channels + 4 heads x 32 x 32) floats = 57 KiB.
+  EXPECT_EQ(e->info().kv_cache_bytes, 512u * (512 + 136));
+  EXPECT_EQ(context_summary(e->info()), "context 256 tokens, KV cache f32/q8_0 324.0 KiB per session, recurrent state 57.0 KiB");
+  auto a = engine_->new_session(), b = e->new_session();
+  const auto la = a->eval(prompt(), true), lb = b->eval(prompt(), true);
+  ASSERT_EQ(la.size(), lb.size());
+  float worst = 0;
+  for (size_t i = 0; i < la.size(); ++i) worst = std::max(worst, std::abs(la[i] - lb[i]));
+  EXPECT_LT(worst, 0.1f);
 }
 
 TEST(StopStrings, HoldsBackPrefixesAndCutsAtTheStop) {

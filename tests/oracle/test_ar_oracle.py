@@ -121,7 +121,8 @@ class ArMatchesLlamaCpp(unittest.TestCase):
         prompt = prompt_ids(220, 500)
         pfile = self.w.write_ids("base_prompt", prompt)
         gen = json.loads(run(["node", ORACLE, model, "generate", "--tokens-file", pfile, "--n", "64", *EXACT, "--compact"]))["generated"]
-        mine = json.loads(run([CLOVER, "run", "-m", model, "--prompt-tokens", pfile, "-n", "64", "--ignore-eos", "--print-tokens"]).strip().splitlines()[-1])
+        mine = json.loads(run([CLOVER, "run", "-m", model, "--prompt-tokens", pfile, "-n", "64", "--ignore-eos", "--print-tokens",
+                                      "-ctk", "f32", "-ctv", "f32"]).strip().splitlines()[-1])
         self.assertEqual(mine, gen, "greedy tokens differ from llama.cpp's")
         full = self.w.write_ids("base_full", prompt + gen)
         compare(self, self.w.oracle_logits(model, full), self.w.engine_logits(model, full), 1e-4, "f32 prompt+64 generated")

@@ -6,7 +6,7 @@
 //   node tools/oracle/llama_oracle.mjs MODEL.gguf info
 //   node tools/oracle/llama_oracle.mjs MODEL.gguf tokenize --text T [--special]
 //   node tools/oracle/llama_oracle.mjs MODEL.gguf logits (--text T | --tokens-file IDS.json | --tokens 1,2,3)
-//        [--all] --out OUT.bin [--flash-attn on|off|auto] [--kv-type f32|f16] [--threads N] [--batch N]
+//        [--all | --from N] --out OUT.bin [--flash-attn on|off|auto] [--kv-type f32|f16|q8_0] [--threads N] [--batch N]
 //   node tools/oracle/llama_oracle.mjs MODEL.gguf generate (--text T | --tokens-file F | --tokens ...) --n N
 //        [--threads N] [--flash-attn ...] [--kv-type ...]
 //
@@ -20,9 +20,9 @@ import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
 const USAGE = `usage: node tools/oracle/llama_oracle.mjs MODEL.gguf <info|tokenize|logits|generate> [options]
   input:    --text T [--special] | --tokens-file IDS.json | --tokens 1,2,3
-  logits:   [--all] --out OUT.bin [--format f32|json]
+  logits:   [--all | --from N] --out OUT.bin [--format f32|json]
   generate: --n N
-  context:  [--flash-attn on|off|auto] [--kv-type f32|f16] [--threads N] [--batch N] [--ctx N]
+  context:  [--flash-attn on|off|auto] [--kv-type f32|f16|q8_0] [--threads N] [--batch N] [--ctx N]
   output:   [--compact] [--verbose]   (exact mode = --flash-attn off --kv-type f32)`;
 
 const BOOL_FLAGS = new Set(["special", "all", "compact", "verbose", "help"]);
@@ -139,7 +139,7 @@ function contextOptions(opts, nTokensNeeded, threads) {
     const fa = opts["flash-attn"] ?? "auto";
     if (!["on", "off", "auto"].includes(fa)) fail(`--flash-attn must be on, off or auto`, 2);
     const kv = opts["kv-type"];
-    if (kv !== undefined && !["f32", "f16"].includes(kv)) fail(`--kv-type must be f32 or f16`, 2);
+    if (kv !== undefined && !["f32", "f16", "q8_0"].includes(kv)) fail(`--kv-type must be f32, f16 or q8_0`, 2);
     const ctx = intOpt(opts, "ctx", Math.max(256, Math.ceil((nTokensNeeded + 1) / 256) * 256));
     if (ctx < nTokensNeeded) fail(`--ctx ${ctx} is smaller than the ${nTokensNeeded} tokens needed`, 2);
     const options = {
@@ -209,7 +209,10 @@ async function cmdLogits(model, ctxBase, opts, threads) {
     const nVocab = nVocabOf(model);
     const tokens = readTokens(opts, model);
     checkTokens(tokens, nVocab);
-    const positions = opts.all ? tokens.map((_t, i) => i) : [tokens.length - 1];
+    // --from N: every position from N on (long prompts: only the far end is compared).
+    const from = intOpt(opts, "from", opts.all ? 0 : tokens.length - 1);
+    if (from >= tokens.length) fail(`--from ${from} is beyond the ${tokens.length} tokens`, 2);
+    const positions = tokens.map((_t, i) => i).filter((i) => i >= from);
     const wanted = new Set(positions);
 
     const context = await model.createContext(contextOptions(opts, tokens.length, threads));
