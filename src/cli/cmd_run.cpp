@@ -6,7 +6,9 @@
 #include <string>
 
 #include "cli/cache_options.h"
+#include "chat/chat_template.h"
 #include "cli/commands.h"
+#include "cli/model_template.h"
 #include "cli/token_file.h"
 #include "clover/clover.h"
 
@@ -33,6 +35,7 @@ struct RunArgs {
   float threshold = -1.0f;
   int block = 0;
   bool show_blocks = false;
+  bool chat = false, no_think = false;
   std::string cache_type_k = "f16", cache_type_v = "f16";
 };
 
@@ -60,6 +63,8 @@ Runner add_run_command(CLI::App& app) {
   c->add_option("-s,--seed", a->seed, "sampling seed");
   c->add_flag("--special", a->special, "parse special tokens written in the prompt");
   c->add_flag("--ignore-eos", a->ignore_eos, "keep generating after an end-of-generation token");
+  c->add_flag("--chat", a->chat, "send the prompt as a user message through the model's chat template");
+  c->add_flag("--no-think", a->no_think, "with --chat: render with enable_thinking = false");
   c->add_option("--mode", a->mode, "decoding mode: ar, diffusion (block diffusion) or spec (guess-then-verify)")
       ->check(CLI::IsMember({"ar", "diffusion", "spec"}));
   c->add_option("--threshold", a->threshold, "diffusion confidence threshold (default: the model's, 0.95)");
@@ -77,8 +82,20 @@ Runner add_run_command(CLI::App& app) {
     std::fprintf(stderr, "%s\n", context_summary(engine->info()).c_str());
     auto session = engine->new_session();
     if (a->prompt.empty() && a->prompt_tokens.empty()) throw Error("give a prompt with -p or --prompt-tokens");
-    std::vector<int32_t> prompt =
-        a->prompt_tokens.empty() ? engine->tokenize(a->prompt, a->special) : read_token_file(a->prompt_tokens);
+    if (a->no_think && !a->chat) throw Error("--no-think needs --chat");
+    if (a->chat && a->prompt.empty()) throw Error("--chat needs a prompt given with -p");
+    std::vector<int32_t> prompt;
+    if (a->chat) {
+      // As the server renders a one-message conversation: the template decides the special tokens.
+      const ModelTemplate mt = read_model_template(path);
+      chat::ChatRequest req;
+      req.messages = chat::json::array({{{"role", "user"}, {"content", a->prompt}}});
+      if (a->no_think) req.kwargs["enable_thinking"] = false;
+      req.add_generation_prompt = true;
+      prompt = engine->tokenize(chat::ChatTemplate(mt.source, mt.bos, mt.eos).apply(req).prompt, true);
+    } else {
+      prompt = a->prompt_tokens.empty() ? engine->tokenize(a->prompt, a->special) : read_token_file(a->prompt_tokens);
+    }
     GenerateOptions go;
     go.max_tokens = a->n_predict;
     go.ignore_eos = a->ignore_eos;
@@ -109,7 +126,7 @@ Runner add_run_command(CLI::App& app) {
         std::fprintf(stderr, "%s\n", line.c_str());
       };
     const bool show_text = !a->print_tokens;
-    if (show_text) std::fputs(a->prompt.c_str(), stdout);
+    if (show_text && !a->chat) std::fputs(a->prompt.c_str(), stdout);
     std::vector<int32_t> generated;
     Event last = session->generate(prompt, go, [&](const Event& ev) {
       generated.insert(generated.end(), ev.tokens.begin(), ev.tokens.end());

@@ -9,7 +9,7 @@
 
 #include "chat/chat_template.h"
 #include "cli/commands.h"
-#include "gguf/gguf.h"
+#include "cli/model_template.h"
 
 namespace clover::cli {
 
@@ -29,22 +29,6 @@ chat::json read_json_file(const std::string& path) {
   } catch (const chat::json::parse_error& e) {
     throw std::runtime_error(path + ": invalid JSON: " + e.what());
   }
-}
-
-// The model's template and its bos/eos token strings (empty when the ids are absent).
-void read_model_template(const std::string& path, std::string& source, std::string& bos, std::string& eos) {
-  auto file = gguf::Reader::open(path);
-  auto tmpl = file->get_str_opt("tokenizer.chat_template");
-  if (!tmpl) throw std::runtime_error(path + " has no tokenizer.chat_template; use --template FILE");
-  source = *tmpl;
-  if (!file->has("tokenizer.ggml.tokens")) return;
-  std::vector<std::string> tokens = file->get_str_array("tokenizer.ggml.tokens");
-  auto token = [&](const char* key) -> std::string {
-    auto id = file->get_u32_opt(key);
-    return id && *id < tokens.size() ? tokens[*id] : std::string();
-  };
-  bos = token("tokenizer.ggml.bos_token_id");
-  eos = token("tokenizer.ggml.eos_token_id");
 }
 
 }  // namespace
@@ -72,9 +56,9 @@ Runner add_template_command(CLI::App& app) {
       std::fprintf(stderr, "clover template: give either -m MODEL or --template FILE\n");
       return 2;
     }
-    std::string source, bos, eos;
-    if (!a->model.empty()) read_model_template(a->model, source, bos, eos);
-    else source = read_text_file(a->template_file);
+    ModelTemplate mt;
+    if (!a->model.empty()) mt = read_model_template(a->model);
+    else mt.source = read_text_file(a->template_file);
 
     chat::ChatRequest req;
     chat::json conv = read_json_file(a->messages);
@@ -99,7 +83,7 @@ Runner add_template_command(CLI::App& app) {
     req.add_generation_prompt = !a->no_generation_prompt;
 
     try {
-      chat::ChatTemplate tmpl(source, bos, eos);
+      chat::ChatTemplate tmpl(mt.source, mt.bos, mt.eos);
       chat::RenderedPrompt r = tmpl.apply(req);
       std::fwrite(r.prompt.data(), 1, r.prompt.size(), stdout);
       if (a->info) {

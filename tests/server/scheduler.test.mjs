@@ -189,7 +189,12 @@ test('prefix reuse in chat: a tool-loop turn with thinking off continues the cac
       messages: [...messages, { role: 'assistant', content }, { role: 'tool', content: 'result' }],
     });
     const cached = r2.usage.prompt_tokens_details.cached_tokens;
-    assert.equal(cached, r1.usage.prompt_tokens + r1.usage.completion_tokens, 'turn 1 prompt and answer reused');
+    // The whole of turn 1 is reused when the answer re-renders to the tokens the model produced;
+    // when the parser trimmed it (a token like ".\n" comes back as "."), the recurrent state cannot
+    // be rewound inside the answer and the snapshot at the end of turn 1's prompt is the most.
+    const full = r1.usage.prompt_tokens + r1.usage.completion_tokens;
+    assert.ok(cached === full || cached === r1.usage.prompt_tokens,
+              `turn 1 reused: ${cached} cached, expected ${full} (prompt and answer) or ${r1.usage.prompt_tokens} (prompt)`);
     assert.equal(r2.timings.cache_n, cached);
     assert.equal(r2.timings.prompt_n, r2.usage.prompt_tokens - cached, 'only the new tokens evaluated');
     return;
