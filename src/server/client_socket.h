@@ -1,5 +1,6 @@
 // Whether the client of a request is still connected, for requests that write nothing until the
-// end (non-streaming completions), so that a client that gave up frees its slot at once.
+// end (non-streaming completions) or for a while (streams of tokens without text), so that a
+// client that gave up frees its slot at once.
 //
 // cpp-httplib 0.11 (Debian's) gives a handler neither the socket nor a "connection closed" signal
 // (Request::is_connection_closed came in 0.12), and the hook that sees each accepted socket

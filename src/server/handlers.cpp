@@ -52,6 +52,10 @@ Collected collect(Job& job, const httplib::Request& req) {
 
 // Per-stream state, owned by the content provider.
 struct Stream {
+  explicit Stream(const httplib::Request& req) : client(req) {}
+  // Watched as well as the writes: tokens without text (end tokens under ignore_eos, a partial
+  // UTF-8 sequence) write nothing, and a client that left would not be noticed until the end.
+  ClientSocket client;
   std::shared_ptr<Job> job;
   ResponseMeta meta;
   bool chat = true;
@@ -74,6 +78,10 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
   if (s.chat && !s.sent_role) {
     write_or_cancel(s, sink, sse(chat_chunk(s.meta, {{"role", "assistant"}, {"content", nullptr}})), ok);
     s.sent_role = true;
+  }
+  if (s.client.closed()) {
+    s.job->cancel = true;
+    return false;
   }
   std::vector<Event> evs;
   const bool alive = s.job->take(evs, 100ms);
@@ -186,7 +194,7 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   auto job = submit(st, r, std::move(rp.prompt), history_chars);
   const ResponseMeta meta = new_meta("chatcmpl-", st.model_name);
   if (r.stream) {
-    auto s = std::make_shared<Stream>();
+    auto s = std::make_shared<Stream>(req);
     s->job = job;
     s->meta = meta;
     s->chat = true;
@@ -216,7 +224,7 @@ void handle_completions(ServerState& st, const httplib::Request& req, httplib::R
   auto job = submit(st, r, r.prompt);
   const ResponseMeta meta = new_meta("cmpl-", st.model_name);
   if (r.stream) {
-    auto s = std::make_shared<Stream>();
+    auto s = std::make_shared<Stream>(req);
     s->job = job;
     s->meta = meta;
     s->chat = false;
