@@ -50,18 +50,20 @@ Collected collect(Job& job, const httplib::Request& req) {
   return c;
 }
 
-// Per-stream state, owned by the content provider.
+// Per-stream state, owned by the content provider. A chat stream has a ChatOutput; a text
+// completion stream has none.
 struct Stream {
-  explicit Stream(const httplib::Request& req) : client(req) {}
+  Stream(const httplib::Request& req, std::shared_ptr<Job> j, ResponseMeta m, bool usage, std::unique_ptr<ChatOutput> o)
+      : client(req), job(std::move(j)), meta(std::move(m)), include_usage(usage), out(std::move(o)) {}
   // Watched as well as the writes: tokens without text (end tokens under ignore_eos, a partial
   // UTF-8 sequence) write nothing, and a client that left would not be noticed until the end.
   ClientSocket client;
   std::shared_ptr<Job> job;
   ResponseMeta meta;
-  bool chat = true;
   bool include_usage = false;
   std::unique_ptr<ChatOutput> out;  // chat only
   bool sent_role = false;
+  bool chat() const { return out != nullptr; }
 };
 
 void write_or_cancel(Stream& s, httplib::DataSink& sink, const std::string& data, bool& ok) {
@@ -75,7 +77,7 @@ void write_or_cancel(Stream& s, httplib::DataSink& sink, const std::string& data
 // One call of httplib's chunked content provider: waits briefly for events and writes them.
 bool stream_step(Stream& s, httplib::DataSink& sink) {
   bool ok = true;
-  if (s.chat && !s.sent_role) {
+  if (s.chat() && !s.sent_role) {
     write_or_cancel(s, sink, sse(chat_chunk(s.meta, {{"role", "assistant"}, {"content", nullptr}})), ok);
     s.sent_role = true;
   }
@@ -88,7 +90,7 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
   const Event* last = nullptr;
   for (const auto& ev : evs) {
     if (!ev.text.empty()) {
-      if (s.chat) {
+      if (s.chat()) {
         for (auto& d : s.out->push(ev.text)) write_or_cancel(s, sink, sse(chat_chunk(s.meta, std::move(d))), ok);
       } else {
         write_or_cancel(s, sink, sse(text_chunk(s.meta, ev.text)), ok);
@@ -100,7 +102,7 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
   if (last) {
     const GenerateStats& st = last->stats;
     json usage = usage_json(st, s.job->prompt_tokens());
-    if (s.chat) {
+    if (s.chat()) {
       for (auto& d : s.out->finish()) write_or_cancel(s, sink, sse(chat_chunk(s.meta, std::move(d))), ok);
       json fin = chat_chunk(s.meta, json::object(), finish_reason(last->finish, s.out->has_tool_calls()));
       fin["timings"] = timings_json(st);
@@ -194,13 +196,7 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   auto job = submit(st, r, std::move(rp.prompt), history_chars);
   const ResponseMeta meta = new_meta("chatcmpl-", st.model_name);
   if (r.stream) {
-    auto s = std::make_shared<Stream>(req);
-    s->job = job;
-    s->meta = meta;
-    s->chat = true;
-    s->include_usage = r.include_usage;
-    s->out = std::make_unique<ChatOutput>(std::move(oo));
-    start_stream(res, std::move(s));
+    start_stream(res, std::make_shared<Stream>(req, job, meta, r.include_usage, std::make_unique<ChatOutput>(std::move(oo))));
     return;
   }
   const Collected c = collect(*job, req);
@@ -224,12 +220,7 @@ void handle_completions(ServerState& st, const httplib::Request& req, httplib::R
   auto job = submit(st, r, r.prompt);
   const ResponseMeta meta = new_meta("cmpl-", st.model_name);
   if (r.stream) {
-    auto s = std::make_shared<Stream>(req);
-    s->job = job;
-    s->meta = meta;
-    s->chat = false;
-    s->include_usage = r.include_usage;
-    start_stream(res, std::move(s));
+    start_stream(res, std::make_shared<Stream>(req, job, meta, r.include_usage, nullptr));
     return;
   }
   const Collected c = collect(*job, req);
