@@ -18,15 +18,13 @@
 #include <vector>
 
 #include "model/forward.h"
+#include "timing.h"
 
 using namespace clover;
 
 namespace {
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using bench::median;
+using bench::now;
 // CPU seconds of the whole process (all threads; spinning workers count). On a shared machine the
 // wall time of a single-threaded run swings with the load; its CPU time is the steadier figure.
 double cpu_now() {

@@ -16,15 +16,13 @@
 #include <vector>
 
 #include "model/forward.h"
+#include "timing.h"
 
 using namespace clover;
 
 namespace {
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using bench::median;
+using bench::now;
 }  // namespace
 
 int main(int argc, char** argv) {
