@@ -26,11 +26,11 @@ void AttentionScratch::reserve(int hd) {
   head_dim = hd;
   const size_t hdp = (static_cast<size_t>(hd) + 15) / 16 * 16;
   q.assign(static_cast<size_t>(kAttnMaxRows) * hd, 0.0f);
-  kt.assign(static_cast<size_t>(hd) * kAttnKeyTile, 0.0f);
+  kt.assign(hdp * kAttnKeyTile, 0.0f);
   vt.assign(kAttnKeyTile * hdp, 0.0f);  // padding columns stay zero
   p.assign(static_cast<size_t>(kAttnMaxRows) * kAttnKeyTile, 0.0f);
   acc.assign(kAttnMaxRows * hdp, 0.0f);
-  row.assign(hdp, 0.0f);
+  row.assign(16 * hdp, 0.0f);
   m.assign(kAttnMaxRows, 0.0f);
   l.assign(kAttnMaxRows, 0.0f);
 }

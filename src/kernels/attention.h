@@ -46,11 +46,11 @@ struct AttentionRows {
 struct AttentionScratch {
   int head_dim = 0;
   std::vector<float> q;     // [kAttnMaxRows][hd]    rounded queries
-  std::vector<float> kt;    // [hd][kAttnKeyTile]    K tile, transposed
+  std::vector<float> kt;    // [hdp][kAttnKeyTile]   K tile, transposed
   std::vector<float> vt;    // [kAttnKeyTile][hdp]   V tile (hdp = hd rounded up to 16, zero padded)
   std::vector<float> p;     // [kAttnMaxRows][kAttnKeyTile] scores, then probabilities
   std::vector<float> acc;   // [kAttnMaxRows][hdp]   running output
-  std::vector<float> row;   // [hdp]                 one converted cache row
+  std::vector<float> row;   // [16][hdp]             16 converted K rows, before the transpose
   std::vector<float> m, l;  // [kAttnMaxRows]        running max and sum
   void reserve(int hd);
 };
