@@ -126,36 +126,46 @@ def init_weights(cfg, seed):
 
 class Batcher:
     """Length-bucketed batches (the GDN scan costs per position, so short sequences travel together)
-    with the curriculum's limit on drone orders."""
+    with the curriculum's phase: its limit on drone orders and its per-family sampling weights."""
 
     def __init__(self, pool, conf, vinfo, rng):
         self.pool, self.conf, self.v, self.rng = pool, conf, vinfo, rng
         self.B = conf["model"]["block_size"]
         self._buckets = {}
 
-    def buckets(self, max_orders):
-        if max_orders not in self._buckets:
+    def phase(self, step):
+        for ph in self.conf["curriculum"]:
+            if step < ph["until_step"]:
+                return ph
+        return {"max_orders": self.conf["data"]["max_orders"]}
+
+    def max_orders(self, step):
+        return self.phase(step)["max_orders"]
+
+    def buckets(self, phase):
+        """-> (members per bucket, member weights per bucket, bucket weights) for a curriculum phase."""
+        fw = phase.get("family_weights", {})
+        key = json.dumps([phase["max_orders"], fw], sort_keys=True)
+        if key not in self._buckets:
             b = {}
             for i, e in enumerate(self.pool):
-                if e["family"] == "drone" and e["n_orders"] > max_orders:
+                if e["family"] == "drone" and e["n_orders"] > phase["max_orders"]:
                     continue
                 b.setdefault((len(e["p"]) + len(e["a"])) // 48, []).append(i)
             keys = sorted(b)
-            self._buckets[max_orders] = (keys, [b[k] for k in keys], [len(b[k]) for k in keys])
-        return self._buckets[max_orders]
-
-    def max_orders(self, step):
-        for phase in self.conf["curriculum"]:
-            if step < phase["until_step"]:
-                return phase["max_orders"]
-        return self.conf["data"]["max_orders"]
+            weights = [[fw.get(self.pool[i]["family"], 1.0) for i in b[k]] for k in keys]
+            self._buckets[key] = (keys, [b[k] for k in keys], weights, [sum(w) for w in weights])
+        return self._buckets[key]
 
     def sample(self, step):
-        keys, members, sizes = self.buckets(self.max_orders(step))
+        keys, members, weights, sizes = self.buckets(self.phase(step))
         k = self.rng.choices(range(len(keys)), weights=sizes)[0]
         L_est = (keys[k] + 1) * 48
         n = max(1, min(self.conf["train"]["max_batch"], self.conf["train"]["tokens_per_step"] // L_est))
-        idx = [self.rng.choice(members[k]) for _ in range(n)]
+        if len(set(weights[k])) == 1:
+            idx = [self.rng.choice(members[k]) for _ in range(n)]      # the unweighted draw (earlier phases)
+        else:
+            idx = self.rng.choices(members[k], weights=weights[k], k=n)
         return self.make([self.pool[i] for i in idx])
 
     def make(self, exs):
@@ -268,6 +278,8 @@ def main():
     ap.add_argument("--steps", type=int, help="override train.steps")
     ap.add_argument("--pool", type=int, help="override data.pool (smoke runs)")
     ap.add_argument("--tokens-per-step", type=int, help="override train.tokens_per_step (smoke runs)")
+    ap.add_argument("--curriculum-from-config", action="store_true",
+                    help="on resume, take the curriculum from --config instead of the checkpoint (to extend a run)")
     a = ap.parse_args()
     os.makedirs(a.run, exist_ok=True)
     ck_path = os.path.join(a.run, "ckpt.pt")
@@ -277,6 +289,8 @@ def main():
     else:
         ck = None
         conf = json.load(open(a.config))
+    if ck and a.curriculum_from_config:
+        conf["curriculum"] = json.load(open(a.config))["curriculum"]
     if a.steps:
         conf["train"]["steps"] = a.steps
     if a.pool:
