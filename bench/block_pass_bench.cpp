@@ -1,10 +1,12 @@
 // Cost of one denoising pass of a block against one AR decode step, on the same model and state
 // (issue 4's benchmark; docs/decoding.md). Prints a markdown row.
 //
-// usage: block_pass_bench MODEL.gguf [--prefix 64] [--block 32] [--reps 5] [-t THREADS]
+// usage: block_pass_bench MODEL.gguf [--prefix 64] [--block 32] [--rows N] [--reps 5] [-t THREADS]
 //
 // Reported: median time of an AR step (one token after the prefix), of a denoising pass over
-// [pending, 31 masks], and of the commit pass over the 32 block tokens; distinct experts per
+// [pending, 31 masks] with logits for N outputs (default B-1: the decoder's first pass of a block,
+// where outputs 0..B-2 predict the B-1 masks; later passes ask only for the still-masked ones),
+// and of the commit pass over the 32 block tokens; distinct experts per
 // layer touched by each; the median process CPU time of the AR step and the denoising pass; and the tokens per denoising pass at which diffusion breaks even with AR:
 //   a block costs (B-1)/k denoising passes + 1 commit pass for B tokens, AR B steps, so
 //   k* = (B-1) t_denoise / (B t_ar - t_commit).
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,14 +39,15 @@ double cpu_now() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL.gguf [--prefix N] [--block B] [--reps R] [-t THREADS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.gguf [--prefix N] [--block B] [--rows N] [--reps R] [-t THREADS]\n", argv[0]);
     return 2;
   }
-  int prefix = 64, B = 32, reps = 5, threads = 1;
+  int prefix = 64, B = 32, reps = 5, threads = 1, n_rows = -1;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--prefix")) prefix = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--block")) B = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--rows")) n_rows = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "-t")) threads = std::atoi(argv[i + 1]);
   }
   try {
@@ -63,6 +67,10 @@ int main(int argc, char** argv) {
     double experts_ar = 0, experts_den = 0, experts_commit = 0;
     std::vector<int32_t> block(B, hp.mask_token >= 0 ? hp.mask_token : 0);
     block[0] = toks[prefix];
+    if (n_rows < 0) n_rows = B - 1;
+    if (n_rows < 1 || n_rows > B) throw std::runtime_error("--rows must be 1 .. the block size");
+    std::vector<int32_t> rows(n_rows);
+    for (int i = 0; i < n_rows; ++i) rows[i] = i;
     for (int r = 0; r < reps + 1; ++r) {  // the first round warms up
       double t0 = now(), u0 = cpu_now();
       f.causal(st, std::span<const int32_t>(&toks[prefix], 1), model::LogitRows::Last, logits.data());
@@ -72,7 +80,7 @@ int main(int argc, char** argv) {
       double d = 0, ud = 0;
       if (hp.has_reverse_path) {
         t0 = now(), u0 = cpu_now();
-        f.denoise(st, block, logits.data());
+        f.denoise(st, block, logits.data(), true, rows);
         d = now() - t0, ud = cpu_now() - u0;
         experts_den = double(f.last_stats().distinct_experts) / hp.n_layer;
       }
@@ -86,8 +94,8 @@ int main(int argc, char** argv) {
     const double ar = median(t_ar), den = median(t_den), com = median(t_commit);
     const double breakeven = (B - 1) * den / (B * ar - com);
     const double cpu_ar = median(c_ar), cpu_den = median(c_den);
-    std::printf("| %s | %d | %.2f ms | %.2f ms (%.2fx) | %.2f ms | %.1f / %.1f / %.1f | %.2f / %.2f ms (%.2fx) | %s |\n", argv[1], threads,
-                ar * 1e3, den * 1e3, den / ar, com * 1e3, experts_ar, experts_den, experts_commit, cpu_ar * 1e3, cpu_den * 1e3,
+    std::printf("| %s | %d | %.2f ms | %.2f ms (%.2fx, %d rows of logits) | %.2f ms | %.1f / %.1f / %.1f | %.2f / %.2f ms (%.2fx) | %s |\n",
+                argv[1], threads, ar * 1e3, den * 1e3, den / ar, n_rows, com * 1e3, experts_ar, experts_den, experts_commit, cpu_ar * 1e3, cpu_den * 1e3,
                 cpu_den / cpu_ar,
                 B * ar > com ? (std::to_string(breakeven).substr(0, 5) + " tokens/pass").c_str() : "never (commit costs more than B AR steps)");
   } catch (const std::exception& e) {

@@ -29,12 +29,18 @@ void commit(Context& c, std::span<const int32_t> tokens, model::LogitRows rows, 
   stats.causal_seconds += since(t0);
 }
 
-void denoise(Context& c, const std::vector<int32_t>& block, const Options& o, float* logits, Stats& stats) {
+// A denoising pass over `block`; logits only for the block positions in `rows` (the outputs that
+// predict a still-masked position).
+void denoise(Context& c, const std::vector<int32_t>& block, std::span<const int32_t> rows, const Options& o, float* logits,
+             Stats& stats) {
   const auto t0 = Clock::now();
-  if (c.run_pass)
-    c.run_pass(model::SeqPass{&c.state, block, model::PassKind::Denoise, model::LogitRows::All, logits, o.reverse_path});
-  else
-    c.forward.denoise(c.state, block, logits, o.reverse_path);
+  if (c.run_pass) {
+    model::SeqPass p{&c.state, block, model::PassKind::Denoise, model::LogitRows::All, logits, o.reverse_path};
+    p.denoise_rows = rows;
+    c.run_pass(p);
+  } else {
+    c.forward.denoise(c.state, block, logits, o.reverse_path, rows);
+  }
   ++stats.denoise_passes;
   stats.denoise_seconds += since(t0);
 }
@@ -74,6 +80,8 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
   std::vector<int32_t> block(B);
   std::vector<bool> decided(B);
   std::vector<sampling::Sampler::Choice> cand(B);
+  std::vector<int32_t> rows;  // the outputs a pass needs: those before an undecided position
+  rows.reserve(B);
   int32_t p = pending;
   int emitted = 0;
   for (;;) {
@@ -92,7 +100,10 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
     };
     flush();
     for (int pass = 1; !stop && next < need; ++pass) {
-      denoise(c, block, o, logits.data(), stats);
+      rows.clear();
+      for (int j = 1; j < need; ++j)
+        if (!decided[j]) rows.push_back(j - 1);
+      denoise(c, block, rows, o, logits.data(), stats);
       int best = -1;
       for (int j = 1; j < need; ++j) {
         if (decided[j]) continue;
@@ -132,6 +143,8 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
   std::vector<float> logits(static_cast<size_t>(B) * V);
   std::vector<int32_t> block(B);
   std::vector<model::GdnLayerState> snapshot;
+  std::vector<int32_t> draft_rows(B - 1);  // outputs 0 .. B-2 draft positions 1 .. B-1
+  for (int j = 0; j < B - 1; ++j) draft_rows[j] = j;
   int32_t p = pending;
   int emitted = 0;
   for (;;) {
@@ -143,7 +156,7 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
     // Guess: one denoising pass drafts every position at once.
     std::fill(block.begin(), block.end(), o.mask_token);
     block[0] = p;
-    denoise(c, block, o, logits.data(), stats);
+    denoise(c, block, draft_rows, o, logits.data(), stats);
     for (int j = 1; j < B; ++j) block[j] = argmax_except(logits.data() + static_cast<size_t>(j - 1) * V, V, o.mask_token);
     if (o.observer) o.observer(block, std::vector<bool>(B, true), 1);
 

@@ -59,7 +59,7 @@ void PassBatcher::execute(std::unique_lock<std::mutex>& lk) {
     const model::SeqPass& p = *r.pass;
     try {
       if (p.kind == model::PassKind::Denoise)
-        forward_.denoise(*p.state, p.tokens, p.logits, p.reverse_path);
+        forward_.denoise(*p.state, p.tokens, p.logits, p.reverse_path, p.denoise_rows);
       else
         forward_.causal(*p.state, p.tokens, p.rows, p.logits);
     } catch (...) {

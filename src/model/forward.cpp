@@ -1,6 +1,7 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <cstring>
 #include <fmt/format.h>
 
 #include "kernels/convert.h"
@@ -76,15 +77,24 @@ void Forward::check_tokens(const SequenceState& st, std::span<const int32_t> tok
     if (t < 0 || t >= hp_.n_vocab) throw ModelError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
 }
 
-void Forward::denoise(SequenceState& st, std::span<const int32_t> block, float* logits, bool reverse_path) {
+void Forward::check_rows(size_t block_size, std::span<const int32_t> rows) const {
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < 0 || static_cast<size_t>(rows[i]) >= block_size || (i > 0 && rows[i] <= rows[i - 1]))
+      throw ModelError(fmt::format("denoise rows must be ascending block positions below {} (got {} at index {})", block_size,
+                                   rows[i], i));
+}
+
+void Forward::denoise(SequenceState& st, std::span<const int32_t> block, float* logits, bool reverse_path,
+                      std::span<const int32_t> rows) {
   check_tokens(st, block);
+  check_rows(block.size(), rows);
   if (static_cast<int64_t>(block.size()) > max_batch_)
     throw ModelError(fmt::format("a block of {} positions exceeds the largest pass of {} tokens", block.size(), max_batch_));
   if (reverse_path && !hp_.has_reverse_path)
     throw ModelError("this file has no reverse in-block GDN path (ssm_rev_* tensors): it runs AR only, or denoise without the reverse path");
   stats_ = {};
   reverse_path_ = reverse_path;
-  run_chunk(st, block, LogitRows::All, logits, PassKind::Denoise);
+  run_chunk(st, block, LogitRows::All, logits, PassKind::Denoise, rows);
 }
 
 void Forward::causal(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits) {
@@ -100,7 +110,8 @@ void Forward::causal(SequenceState& st, std::span<const int32_t> tokens, LogitRo
   }
 }
 
-void Forward::run_chunk(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits, PassKind kind) {
+void Forward::run_chunk(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits, PassKind kind,
+                        std::span<const int32_t> selected) {
   const int T = static_cast<int>(tokens.size());
   Scratch& s = *s_;
   const ModelWeights& w = model_.weights();
@@ -127,13 +138,24 @@ void Forward::run_chunk(SequenceState& st, std::span<const int32_t> tokens, Logi
     for (int64_t i = 0; i < static_cast<int64_t>(T) * hp_.n_embd; ++i) s.x.v[i] += s.y.v[i];
   }
   if (kind == PassKind::Causal) st.n_past += T;
-  head(T, rows, logits);
+  head(T, rows, logits, selected);
 }
 
-void Forward::head(int T, LogitRows rows, float* logits) {
+void Forward::head(int T, LogitRows rows, float* logits, std::span<const int32_t> selected) {
   if (rows == LogitRows::None) return;
   Scratch& s = *s_;
   const ModelWeights& w = model_.weights();
+  if (!selected.empty()) {
+    // The selected rows, normed into consecutive scratch rows; their logits computed in place at
+    // the front of `logits`, then moved to their own rows (last first: selected[i] >= i).
+    const int n = static_cast<int>(selected.size());
+    for (int i = 0; i < n; ++i) ops::rms_norm(s.x.row(selected[i]), w.output_norm, s.h.row(i), hp_.n_embd, hp_.rms_eps);
+    linear(w.output, s.h.row(0), n, hp_.n_embd, logits);
+    const size_t V = static_cast<size_t>(hp_.n_vocab);
+    for (int i = n - 1; i >= 0; --i)
+      if (selected[i] != i) std::memcpy(logits + static_cast<size_t>(selected[i]) * V, logits + i * V, sizeof(float) * V);
+    return;
+  }
   const int first = rows == LogitRows::Last ? T - 1 : 0;
   const int n = T - first;
   for (int t = first; t < T; ++t) ops::rms_norm(s.x.row(t), w.output_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);

@@ -37,9 +37,13 @@ struct SeqPass {
   SequenceState* state = nullptr;
   std::span<const int32_t> tokens;
   PassKind kind = PassKind::Causal;
-  LogitRows rows = LogitRows::Last;  // a Denoise pass always writes every row
+  LogitRows rows = LogitRows::Last;  // a Denoise pass writes every row, or those of denoise_rows
   float* logits = nullptr;           // [rows][n_vocab]
   bool reverse_path = true;          // Denoise only
+  // Denoise only: the block positions (ascending) whose logits are needed; the other rows of
+  // `logits` are unspecified (scratch). Empty: every position. Positions already decided need none, so
+  // later passes of a block cost less in the LM head (its largest matmul).
+  std::span<const int32_t> denoise_rows = {};
 };
 
 struct PassStats {
@@ -64,8 +68,11 @@ class Forward {
   // the mask token) at positions n_past .. n_past+B-1. Attention sees the committed prefix and the
   // whole block; GDN layers scan forward from a copy of the committed state and, with
   // `reverse_path`, add the reverse in-block path. Writes B rows of logits. The committed state is
-  // not changed (K/V rows at and beyond n_past are scratch).
-  void denoise(SequenceState& st, std::span<const int32_t> block, float* logits, bool reverse_path = true);
+  // not changed (K/V rows at and beyond n_past are scratch). `rows` (ascending block positions):
+  // only those rows of `logits` (each at its own row) get logits, the others are used as scratch;
+  // empty: all B rows.
+  void denoise(SequenceState& st, std::span<const int32_t> block, float* logits, bool reverse_path = true,
+               std::span<const int32_t> rows = {});
 
   // Several sequences in one pass (continuous batching): the matmuls run over the stacked rows of
   // all sequences, attention and the GDN recurrence per sequence, so every sequence gets exactly
@@ -85,12 +92,14 @@ class Forward {
  private:
   struct Scratch;
   void check_tokens(const SequenceState& st, std::span<const int32_t> tokens) const;
-  void run_chunk(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits, PassKind kind);
+  void check_rows(size_t block_size, std::span<const int32_t> rows) const;
+  void run_chunk(SequenceState& st, std::span<const int32_t> tokens, LogitRows rows, float* logits, PassKind kind,
+                 std::span<const int32_t> selected = {});
   void attention_layer(int il, SequenceState& st, int T, PassKind kind);
   void gdn_layer(int il, SequenceState& st, int T, PassKind kind);
   void gdn_reverse_path(const GdnWeights& W, int T);
   void moe_layer(int il, int T);
-  void head(int T, LogitRows rows, float* logits);
+  void head(int T, LogitRows rows, float* logits, std::span<const int32_t> selected);
   void linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y);
   // During multi(): serves a mixer's projection from the stacked result (true), or defers it.
   struct MultiScratch;

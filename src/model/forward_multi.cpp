@@ -85,6 +85,7 @@ void Forward::multi(std::span<const SeqPass> passes) {
   bool any_reverse = false;
   for (const SeqPass& p : passes) {
     check_tokens(*p.state, p.tokens);
+    if (p.kind == PassKind::Denoise) check_rows(p.tokens.size(), p.denoise_rows);
     if (p.kind == PassKind::Denoise && p.reverse_path) {
       if (!hp_.has_reverse_path)
         throw ModelError("this file has no reverse in-block GDN path (ssm_rev_* tensors): it runs AR only, or denoise without the reverse path");
@@ -197,17 +198,25 @@ void Forward::multi(std::span<const SeqPass> passes) {
   }
 
   // Commit causal passes; then the head for the rows each sequence asked for.
+  // Which rows of a pass get logits: Last, All, or a denoising pass's selection.
+  auto wanted = [](const SeqPass& p, int64_t T, std::vector<int32_t>& out) {
+    out.clear();
+    if (p.kind == PassKind::Denoise && !p.denoise_rows.empty())
+      out.assign(p.denoise_rows.begin(), p.denoise_rows.end());
+    else if (p.kind == PassKind::Denoise || p.rows == LogitRows::All)
+      for (int64_t t = 0; t < T; ++t) out.push_back(static_cast<int32_t>(t));
+    else if (p.rows == LogitRows::Last)
+      out.push_back(static_cast<int32_t>(T - 1));
+  };
+  std::vector<int32_t> sel;
   int64_t n_rows = 0;
   {
     int64_t row0 = 0;
     for (const SeqPass& p : passes) {
       const int64_t T = static_cast<int64_t>(p.tokens.size());
       if (p.kind == PassKind::Causal) p.state->n_past += static_cast<int>(T);
-      const LogitRows rows = p.kind == PassKind::Denoise ? LogitRows::All : p.rows;
-      const int64_t first = rows == LogitRows::All ? 0 : T - 1;
-      if (rows != LogitRows::None)
-        for (int64_t t = first; t < T; ++t)
-          ops::rms_norm(m.x.row(row0 + t), w.output_norm, m.h.row(n_rows++), E, hp_.rms_eps);
+      wanted(p, T, sel);
+      for (int32_t t : sel) ops::rms_norm(m.x.row(row0 + t), w.output_norm, m.h.row(n_rows++), E, hp_.rms_eps);
       row0 += T;
     }
   }
@@ -218,10 +227,13 @@ void Forward::multi(std::span<const SeqPass> passes) {
   int64_t r = 0;
   for (const SeqPass& p : passes) {
     const int64_t T = static_cast<int64_t>(p.tokens.size());
-    const LogitRows rows = p.kind == PassKind::Denoise ? LogitRows::All : p.rows;
-    const int64_t n = rows == LogitRows::All ? T : rows == LogitRows::Last ? 1 : 0;
-    if (n > 0) std::memcpy(p.logits, m.logits.data() + r * V, sizeof(float) * static_cast<size_t>(n * V));
-    r += n;
+    wanted(p, T, sel);
+    // A Last pass has one row of logits; the others are laid out by block/prompt position.
+    const bool last_only = p.kind == PassKind::Causal && p.rows == LogitRows::Last;
+    for (size_t i = 0; i < sel.size(); ++i, ++r) {
+      float* dst = p.logits + (last_only ? 0 : static_cast<int64_t>(sel[i]) * V);
+      std::memcpy(dst, m.logits.data() + r * V, sizeof(float) * static_cast<size_t>(V));
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // leave the state unchanged), mixed in one pass, for several weight types and thread counts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "model/forward.h"
@@ -127,6 +128,45 @@ TEST(ForwardMulti, RejectsOversizedAndDuplicatePasses) {
   EXPECT_THROW(f.multi(out_of_vocab), model::ModelError);
   EXPECT_EQ(a.n_past, 0);
   EXPECT_EQ(b.n_past, 0);
+}
+
+// A denoising pass asked for some block positions writes those rows bit for bit as the full pass
+// does, alone and inside a multi-sequence pass (which also leaves the other rows alone).
+TEST(ForwardDenoiseRows, SelectedRowsEqualTheFullPassAndOthersAreUntouched) {
+  TempDir d;
+  synth::SynthConfig c = synth::preset("tiny");
+  c.type = DType::Q8_0;
+  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  const model::HParams& hp = m->hp();
+  const size_t V = static_cast<size_t>(hp.n_vocab);
+  ThreadPool pool(2);
+  model::Forward f(*m, pool, 64);
+  model::SequenceState a(hp, 128), b(hp, 128);
+  const std::vector<int32_t> prompt = random_tokens(9, 500, 8);
+  f.causal(a, prompt, LogitRows::None, nullptr);
+  f.causal(b, prompt, LogitRows::None, nullptr);
+  std::vector<int32_t> block(8, hp.mask_token);
+  block[0] = 12, block[2] = 30;
+  const std::vector<int32_t> rows{0, 3, 4, 6};
+  std::vector<float> full(8 * V), sel(8 * V, -7.0f), in_multi(8 * V, -7.0f), other(V);
+  f.denoise(a, block, full.data());
+  f.denoise(a, block, sel.data(), true, rows);
+  const std::vector<int32_t> step{5};
+  std::vector<SeqPass> passes{{&a, step, PassKind::Causal, LogitRows::Last, other.data()},
+                              {&b, block, PassKind::Denoise, LogitRows::All, in_multi.data(), true, rows}};
+  f.multi(passes);
+  for (int r = 0; r < 8; ++r) {
+    const bool want = std::find(rows.begin(), rows.end(), r) != rows.end();
+    for (size_t v = 0; v < V; ++v) {
+      if (want) {
+        ASSERT_EQ(sel[r * V + v], full[r * V + v]) << "alone: row " << r << " token " << v;
+      }
+      ASSERT_EQ(in_multi[r * V + v], want ? full[r * V + v] : -7.0f) << "multi: row " << r << " token " << v;
+    }
+  }
+  const std::vector<int32_t> descending{3, 1}, beyond{2, 8};
+  EXPECT_THROW(f.denoise(b, block, sel.data(), true, descending), model::ModelError);
+  EXPECT_THROW(f.denoise(b, block, sel.data(), true, beyond), model::ModelError);
 }
 
 }  // namespace
