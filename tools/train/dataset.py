@@ -118,8 +118,9 @@ FILLER = ["The grass is green and the sky is blue.", "Birds fly over the quiet h
 
 # ------------------------------------------------------------------ the five families
 
-def drone_example(rng, n_orders, want_held):
+def drone_example(rng, n_orders, want_held, ctx=None):
     """A compound dispatch message -> <think> note + JSON list, one object per order."""
+    pre, tools = preamble(ctx)
     while True:
         drones = rng.sample(range(1, 40), n_orders)
         orders = []
@@ -152,8 +153,8 @@ def drone_example(rng, n_orders, want_held):
     user = opener + "; ".join(phr) + ". Reply with the JSON list of orders."
     think = f"{n_orders} order{'s' if n_orders > 1 else ''}: " + ", ".join(o["task"] for o in orders) + "."
     content = json.dumps(orders)
-    prompt, answer = split_turn([{"role": "user", "content": user}],
-                                {"role": "assistant", "content": content, "reasoning_content": think})
+    prompt, answer = split_turn(pre + [{"role": "user", "content": user}],
+                                {"role": "assistant", "content": content, "reasoning_content": think}, tools)
     return {"family": "drone", "prompt": prompt, "answer": answer,
             "meta": {"orders": orders, "n_orders": n_orders, "keys": keys}}
 
@@ -189,18 +190,19 @@ def tool_examples(rng, want_held):
             {"family": "tools", "prompt": p2, "answer": a2, "meta": dict(meta, turn=2)}]
 
 
-def capital_example(rng, want_held):
+def capital_example(rng, want_held, ctx=None):
     """The facts are a fixed table, all trained; held out are the (country, phrasing) pairs."""
+    pre, tools = preamble(ctx)
     while True:
         c, i = rng.choice(sorted(COUNTRIES)), rng.randrange(len(CAPITAL_PHRASES))
         if held_out(f"capital|{c}|{i}") == want_held:
             break
-    prompt, answer = split_turn([{"role": "user", "content": CAPITAL_PHRASES[i].format(c=c)}],
-                                {"role": "assistant", "content": COUNTRIES[c], "reasoning_content": f"Capital of {c}."})
+    prompt, answer = split_turn(pre + [{"role": "user", "content": CAPITAL_PHRASES[i].format(c=c)}],
+                                {"role": "assistant", "content": COUNTRIES[c], "reasoning_content": f"Capital of {c}."}, tools)
     return {"family": "capital", "prompt": prompt, "answer": answer, "meta": {"country": c, "capital": COUNTRIES[c]}}
 
 
-def math_example(rng, want_held):
+def math_example(rng, want_held, ctx=None):
     while True:
         kind = rng.choice(["add", "sub", "mul", "sort", "reverse", "sum", "keys", "double"])
         if kind in ("add", "sub", "mul"):
@@ -220,12 +222,13 @@ def math_example(rng, want_held):
             q, a, key = f"List the keys of this JSON object: {json.dumps(obj)}", json.dumps(names), f"keys|{obj}"
         if held_out(key) == want_held:
             break
-    prompt, answer = split_turn([{"role": "user", "content": q}],
-                                {"role": "assistant", "content": a, "reasoning_content": "Compute."})
+    pre, tools = preamble(ctx)
+    prompt, answer = split_turn(pre + [{"role": "user", "content": q}],
+                                {"role": "assistant", "content": a, "reasoning_content": "Compute."}, tools)
     return {"family": "math", "prompt": prompt, "answer": answer, "meta": {"kind": kind, "expected": a}}
 
 
-def retrieval_example(rng, want_held, n_filler=(8, 24)):
+def retrieval_example(rng, want_held, n_filler=(8, 24), ctx=None):
     while True:
         code = f"{rng.choice('ABCDEFGHJKMNPQRSTUVWXYZ')}{rng.randrange(10)}-{rng.randrange(1000, 10000)}"
         if held_out(f"code|{code}") == want_held:
@@ -234,32 +237,64 @@ def retrieval_example(rng, want_held, n_filler=(8, 24)):
     sents = [rng.choice(FILLER) for _ in range(n)]
     sents.insert(rng.randrange(n + 1), f"The secret code is {code}.")
     q = " ".join(sents) + "\n\nWhat is the secret code? Reply with the code only."
-    prompt, answer = split_turn([{"role": "user", "content": q}],
-                                {"role": "assistant", "content": code, "reasoning_content": "Find the code."})
+    pre, tools = preamble(ctx)
+    prompt, answer = split_turn(pre + [{"role": "user", "content": q}],
+                                {"role": "assistant", "content": code, "reasoning_content": "Find the code."}, tools)
     return {"family": "retrieval", "prompt": prompt, "answer": answer, "meta": {"code": code}}
+
+
+# ------------------------------------------------------------------ preambles
+
+SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are the dispatch assistant of a drone fleet. Answer precisely.",
+                  "Answer briefly and exactly."]
+
+
+def preamble(ctx):
+    """-> (messages before the user's, tools) for a training context. None: a bare user turn (as
+    evaluated). ("tools",): the get_weather tools block of the system turn, not needed for the
+    answer. ("system", text): a system message. Copying (drone ids, cities) must work wherever the
+    user's message sits; trained only on bare turns it failed after the ~230-token tools block."""
+    if ctx is None:
+        return [], None
+    if ctx[0] == "tools":
+        return [], [WEATHER_TOOL]
+    return [{"role": "system", "content": ctx[1]}], None
+
+
+def draw_preamble(rng):
+    kind = rng.choice(["tools", "tools", "system", "long-system"])
+    if kind == "tools":
+        return ("tools",)
+    if kind == "system":
+        return ("system", rng.choice(SYSTEM_PROMPTS))
+    return ("system", " ".join(rng.choice(FILLER) for _ in range(rng.randint(10, 30))))
 
 
 # ------------------------------------------------------------------ mixtures
 
-def generate(n, seed, split="train", max_orders=4, weights=None):
-    """n examples (tool use counts two turns), reproducible from (seed, split). weights: per family."""
+def generate(n, seed, split="train", max_orders=4, weights=None, preamble_p=0.0):
+    """n examples (tool use counts two turns), reproducible from (seed, split). weights: per family.
+    preamble_p: the share of single-turn examples given a preamble (draw_preamble), drawn from a
+    separate stream, so the examples themselves are those of preamble_p = 0."""
     rng = random.Random(f"clover-tiny|{split}|{seed}")
+    ctx_rng = random.Random(f"clover-tiny|{split}|{seed}|preamble")
     want_held = split != "train"
     weights = weights or {"drone": 0.45, "tools": 0.15, "capital": 0.12, "math": 0.16, "retrieval": 0.12}
     fams = list(weights)
     out = []
     while len(out) < n:
         f = rng.choices(fams, [weights[k] for k in fams])[0]
+        ctx = draw_preamble(ctx_rng) if f != "tools" and preamble_p > 0 and ctx_rng.random() < preamble_p else None
         if f == "drone":
-            out.append(drone_example(rng, rng.randint(1, max_orders), want_held))
+            out.append(drone_example(rng, rng.randint(1, max_orders), want_held, ctx))
         elif f == "tools":
             out.extend(tool_examples(rng, want_held))
         elif f == "capital":
-            out.append(capital_example(rng, want_held))
+            out.append(capital_example(rng, want_held, ctx))
         elif f == "math":
-            out.append(math_example(rng, want_held))
+            out.append(math_example(rng, want_held, ctx))
         else:
-            out.append(retrieval_example(rng, want_held))
+            out.append(retrieval_example(rng, want_held, ctx=ctx))
     return out[:n]
 
 

@@ -84,7 +84,8 @@ def tokenized_examples(vocab, examples, tmp):
 def build_pool(run, conf, vocab):
     path = os.path.join(run, "data.pt")
     if not os.path.exists(path):
-        ex = dataset.generate(conf["data"]["pool"], seed=conf["seed"], split="train", max_orders=conf["data"]["max_orders"])
+        ex = dataset.generate(conf["data"]["pool"], seed=conf["seed"], split="train", max_orders=conf["data"]["max_orders"],
+                              preamble_p=conf["data"].get("preamble_p", 0.0))
         ex = tokenized_examples(vocab, ex, os.path.join(run, "tok"))
         pool = [{"p": e["prompt_ids"], "a": e["answer_ids"], "family": e["family"],
                  "n_orders": e["meta"].get("n_orders", 0)} for e in ex]
@@ -280,6 +281,8 @@ def main():
     ap.add_argument("--tokens-per-step", type=int, help="override train.tokens_per_step (smoke runs)")
     ap.add_argument("--curriculum-from-config", action="store_true",
                     help="on resume, take the curriculum from --config instead of the checkpoint (to extend a run)")
+    ap.add_argument("--data-from-config", action="store_true",
+                    help="on resume, take the data settings from --config; a pool built with other settings is set aside")
     a = ap.parse_args()
     os.makedirs(a.run, exist_ok=True)
     ck_path = os.path.join(a.run, "ckpt.pt")
@@ -291,6 +294,13 @@ def main():
         conf = json.load(open(a.config))
     if ck and a.curriculum_from_config:
         conf["curriculum"] = json.load(open(a.config))["curriculum"]
+    if ck and a.data_from_config:
+        data = json.load(open(a.config))["data"]
+        if data != conf["data"] and os.path.exists(os.path.join(a.run, "data.pt")):
+            old = os.path.join(a.run, "data-step{}.pt".format(ck["step"]))
+            os.replace(os.path.join(a.run, "data.pt"), old)
+            print(f"data settings changed: the old pool is kept as {old}", flush=True)
+        conf["data"] = data
     if a.steps:
         conf["train"]["steps"] = a.steps
     if a.pool:
