@@ -167,8 +167,12 @@ class Session {
   // appended position when all_positions (row-major [position][n_vocab]).
   virtual std::vector<float> eval(std::span<const int32_t> tokens, bool all_positions) = 0;
   // One denoising pass over a block (the pending token, then tokens or the mask token) after the
-  // committed tokens; returns logits for every block position. The session is left unchanged.
-  virtual std::vector<float> denoise(std::span<const int32_t> block, bool reverse_path = true) = 0;
+  // committed tokens; returns logits for every block position, or with `rows` (ascending block
+  // positions) one row per requested position, in that order (a pass costs less the fewer rows it
+  // computes: output i predicts position i+1, so only outputs before masked positions matter). The
+  // session is left unchanged.
+  virtual std::vector<float> denoise(std::span<const int32_t> block, bool reverse_path = true,
+                                     std::span<const int32_t> rows = {}) = 0;
   // The work of the last eval() or denoise() of this session (generate() runs many passes: this is
   // then its last one).
   virtual PassStats last_pass() const = 0;

@@ -55,7 +55,7 @@ class SessionImpl final : public Session {
     snapshots_.clear();
   }
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_positions) override;
-  std::vector<float> denoise(std::span<const int32_t> block, bool reverse_path) override;
+  std::vector<float> denoise(std::span<const int32_t> block, bool reverse_path, std::span<const int32_t> rows) override;
   PassStats last_pass() const override { return last_pass_; }
   int reusable_prefix(std::span<const int32_t> prompt) const override;
   Event generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) override;
@@ -242,15 +242,23 @@ void SessionImpl::note_pass() {
   last_pass_ = PassStats{s.tokens, s.expert_rows, s.distinct_experts};
 }
 
-std::vector<float> SessionImpl::denoise(std::span<const int32_t> block, bool reverse_path) {
-  std::vector<float> logits(block.size() * static_cast<size_t>(eng_.model().hp().n_vocab));
+std::vector<float> SessionImpl::denoise(std::span<const int32_t> block, bool reverse_path, std::span<const int32_t> rows) {
+  const size_t V = static_cast<size_t>(eng_.model().hp().n_vocab);
+  std::vector<float> logits(block.size() * V);
   engine::PassBatcher::Participant part(eng_.batcher());
   try {
-    run_pass(model::SeqPass{&state_, block, model::PassKind::Denoise, model::LogitRows::All, logits.data(), reverse_path});
+    model::SeqPass p{&state_, block, model::PassKind::Denoise, model::LogitRows::All, logits.data(), reverse_path};
+    p.denoise_rows = rows;
+    run_pass(p);
   } catch (const std::exception& e) {
     throw Error(e.what());
   }
   note_pass();
+  if (!rows.empty()) {  // the requested rows, packed in order (rows[i] >= i: moving forward is safe)
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (static_cast<size_t>(rows[i]) != i) std::copy_n(logits.begin() + rows[i] * V, V, logits.begin() + i * V);
+    logits.resize(rows.size() * V);
+  }
   return logits;
 }
 

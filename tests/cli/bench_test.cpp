@@ -116,6 +116,7 @@ TEST_F(BenchCli, DiffusionAndSpecReportPassesPerBlockAndTheBlockPassCost) {
   const auto& b = all[3];
   EXPECT_EQ(b["test"], "block32");
   EXPECT_EQ(b["block_size"], 32);
+  EXPECT_EQ(b["block_pass_logit_rows"], 31);  // the decoders' first pass: outputs 0..30 predict the masks
   EXPECT_GT(b["block_pass_ms"].get<double>(), 0);
   EXPECT_GT(b["ar_step_ms"].get<double>(), 0);
   EXPECT_NEAR(b["block_pass_vs_ar_step"].get<double>(), b["block_pass_ms"].get<double>() / b["ar_step_ms"].get<double>(), 1e-9);

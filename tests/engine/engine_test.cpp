@@ -58,6 +58,29 @@ TEST_F(EngineTest, GreedyGenerationFollowsTheArgmaxOfEachStep) {
   }
 }
 
+// Session::denoise with a list of block positions returns exactly those rows of the full pass, in
+// order, and leaves the session as it was; bad rows are a clear error.
+TEST_F(EngineTest, DenoiseReturnsTheRequestedRows) {
+  ASSERT_TRUE(engine_->info().can_denoise);
+  auto s = engine_->new_session();
+  s->eval(prompt(), false);
+  const int n_past = s->n_past();
+  const size_t V = static_cast<size_t>(engine_->info().n_vocab);
+  std::vector<int32_t> block(8, engine_->info().mask_token);
+  block[0] = 11;
+  block[5] = 40;
+  const std::vector<float> full = s->denoise(block);
+  ASSERT_EQ(full.size(), 8 * V);
+  const std::vector<int32_t> rows{1, 2, 6};
+  const std::vector<float> some = s->denoise(block, true, rows);
+  ASSERT_EQ(some.size(), rows.size() * V);
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t v = 0; v < V; ++v) ASSERT_EQ(some[i * V + v], full[rows[i] * V + v]) << "row " << rows[i];
+  EXPECT_EQ(s->n_past(), n_past);
+  const std::vector<int32_t> unordered{4, 2};
+  EXPECT_THROW(s->denoise(block, true, unordered), Error);
+}
+
 TEST_F(EngineTest, SecondTurnReusesTheCachedPrefix) {
   auto s = engine_->new_session();
   GenerateOptions go;
