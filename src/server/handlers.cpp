@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "chat/jinja/error.h"
 #include "server/chat_stream.h"
@@ -160,6 +161,23 @@ std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::st
   return st.scheduler->submit(std::move(in));
 }
 
+// Answers a submitted job: as a stream (returns nullopt), or waits for the whole generation and
+// returns it; a client that left meanwhile gets status 499 (nullopt: there is nobody to answer).
+// `chat` is the chat layer of a chat response (moved into the stream; null for /completions).
+std::optional<Collected> stream_or_collect(const httplib::Request& req, httplib::Response& res, const std::shared_ptr<Job>& job,
+                                           const ResponseMeta& meta, const CompletionRequest& r, std::unique_ptr<ChatOutput>& chat) {
+  if (r.stream) {
+    start_stream(res, std::make_shared<Stream>(req, job, meta, r.include_usage, std::move(chat)));
+    return std::nullopt;
+  }
+  Collected c = collect(*job, req);
+  if (c.client_gone) {
+    res.status = kClientClosedRequest;
+    return std::nullopt;
+  }
+  return c;
+}
+
 }  // namespace
 
 void check_model(const ServerState& st, const std::string& requested) {
@@ -195,20 +213,13 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
       std::string_view(rp.prompt).ends_with(rp.generation_prompt) ? rp.prompt.size() - rp.generation_prompt.size() : 0;
   auto job = submit(st, r, std::move(rp.prompt), history_chars);
   const ResponseMeta meta = new_meta("chatcmpl-", st.model_name);
-  if (r.stream) {
-    start_stream(res, std::make_shared<Stream>(req, job, meta, r.include_usage, std::make_unique<ChatOutput>(std::move(oo))));
-    return;
-  }
-  const Collected c = collect(*job, req);
-  if (c.client_gone) {
-    res.status = kClientClosedRequest;
-    return;
-  }
-  ChatOutput out(std::move(oo));
-  out.push(c.text);
-  out.finish();
-  const GenerateStats& s = c.last.stats;
-  res.set_content(dump(chat_completion(meta, out.message(), finish_reason(c.last.finish, out.has_tool_calls()),
+  auto out = std::make_unique<ChatOutput>(std::move(oo));
+  const std::optional<Collected> c = stream_or_collect(req, res, job, meta, r, out);
+  if (!c) return;
+  out->push(c->text);
+  out->finish();
+  const GenerateStats& s = c->last.stats;
+  res.set_content(dump(chat_completion(meta, out->message(), finish_reason(c->last.finish, out->has_tool_calls()),
                                        usage_json(s, job->prompt_tokens()), timings_json(s))),
                   "application/json");
 }
@@ -219,19 +230,13 @@ void handle_completions(ServerState& st, const httplib::Request& req, httplib::R
   check_model(st, r.model);
   auto job = submit(st, r, r.prompt);
   const ResponseMeta meta = new_meta("cmpl-", st.model_name);
-  if (r.stream) {
-    start_stream(res, std::make_shared<Stream>(req, job, meta, r.include_usage, nullptr));
-    return;
-  }
-  const Collected c = collect(*job, req);
-  if (c.client_gone) {
-    res.status = kClientClosedRequest;
-    return;
-  }
-  const GenerateStats& s = c.last.stats;
-  json out = text_completion(meta, c.text, finish_reason(c.last.finish, false), usage_json(s, job->prompt_tokens()),
+  std::unique_ptr<ChatOutput> no_chat;
+  const std::optional<Collected> c = stream_or_collect(req, res, job, meta, r, no_chat);
+  if (!c) return;
+  const GenerateStats& s = c->last.stats;
+  json out = text_completion(meta, c->text, finish_reason(c->last.finish, false), usage_json(s, job->prompt_tokens()),
                              timings_json(s));
-  if (r.return_tokens) out["choices"][0]["tokens"] = c.tokens;
+  if (r.return_tokens) out["choices"][0]["tokens"] = c->tokens;
   res.set_content(dump(out), "application/json");
 }
 
