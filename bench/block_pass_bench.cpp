@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "model/forward.h"
+#include "args.h"
 #include "timing.h"
 
 using namespace clover;
@@ -43,12 +44,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   int prefix = 64, B = 32, reps = 5, threads = 1, n_rows = -1;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--prefix")) prefix = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--block")) B = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--rows")) n_rows = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "-t")) threads = std::atoi(argv[i + 1]);
+  if (!bench::parse_int_flags(argc, argv, 2,
+                              {{"--prefix", &prefix}, {"--block", &B}, {"--rows", &n_rows}, {"--reps", &reps}, {"-t", &threads}})) {
+    std::fprintf(stderr, "usage: %s MODEL.gguf [--prefix N] [--block B] [--rows N] [--reps R] [-t THREADS]\n", argv[0]);
+    return 2;
   }
   try {
     auto m = model::Model::load(argv[1]);

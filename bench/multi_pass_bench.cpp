@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/forward.h"
+#include "args.h"
 #include "timing.h"
 
 using namespace clover;
@@ -31,11 +32,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   int n_seq = 4, prefix = 64, reps = 9, threads = 1;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--seqs")) n_seq = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--prefix")) prefix = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "-t")) threads = std::atoi(argv[i + 1]);
+  if (!bench::parse_int_flags(argc, argv, 2, {{"--seqs", &n_seq}, {"--prefix", &prefix}, {"--reps", &reps}, {"-t", &threads}})) {
+    std::fprintf(stderr, "usage: %s MODEL.gguf [--seqs N] [--prefix P] [--reps R] [-t THREADS]\n", argv[0]);
+    return 2;
   }
   try {
     auto m = model::Model::load(argv[1]);

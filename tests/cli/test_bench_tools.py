@@ -1,0 +1,53 @@
+"""The plain C++ benchmarks in bench/ run end to end on a tiny synthetic model and print their
+markdown row; bad flags are refused with a message and exit status 2 (never speed).
+
+    BENCH_DIR=build/bench CLOVER_BIN=build/bin/clover /usr/bin/python3 -m unittest -v tests/cli/test_bench_tools.py
+"""
+import os
+import subprocess
+import tempfile
+import unittest
+
+CLOVER = os.environ.get("CLOVER_BIN", "build/bin/clover")
+BENCH = os.environ.get("BENCH_DIR", "build/bench")
+
+
+class BenchTools(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = os.path.join(cls.tmp.name, "tiny.gguf")
+        subprocess.run([CLOVER, "synth", "-q", cls.model, "--preset", "tiny", "--layout", "official"], check=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_bench(self, name, *args):
+        return subprocess.run([os.path.join(BENCH, name), self.model, *args], capture_output=True, text=True, timeout=120)
+
+    def test_block_pass_bench_row(self):
+        for rows in ("31", "4"):
+            r = self.run_bench("block_pass_bench", "--reps", "1", "--rows", rows)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            cells = [c.strip() for c in r.stdout.strip().split("|")[1:-1]]
+            self.assertEqual(len(cells), 8, r.stdout)
+            self.assertIn(f"{rows} rows of logits", cells[3])
+
+    def test_multi_pass_bench_row(self):
+        r = self.run_bench("multi_pass_bench", "--seqs", "2", "--reps", "1", "--prefix", "8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("| "), r.stdout)
+
+    def test_bad_flags_are_refused(self):
+        for name, args, msg in (("block_pass_bench", ["--bogus", "1"], "unknown option --bogus"),
+                                ("block_pass_bench", ["--reps"], "--reps needs a value"),
+                                ("block_pass_bench", ["--rows", "99"], "--rows must be"),
+                                ("multi_pass_bench", ["--seqs", "two"], "--seqs takes an integer")):
+            r = self.run_bench(name, *args)
+            self.assertNotEqual(r.returncode, 0, name)
+            self.assertIn(msg, r.stderr, name)
+
+
+if __name__ == "__main__":
+    unittest.main()
