@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "clover/clover.h"
-#include "../model/model_test_util.h"
+#include "tiny_engine.h"
 
 namespace clover {
 namespace {
@@ -15,22 +15,15 @@ namespace {
 class BatchingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::TempDir();
-    synth::SynthConfig c = synth::preset("tiny");
-    c.type = DType::Q8_0;
-    path_ = testing::write_synth(*dir_, "tiny.gguf", c);
     EngineOptions o;
     o.n_threads = 2;
     o.n_ctx = 512;
     o.max_batch = 64;  // small, so that long prompts are chunked and rounds overflow
-    engine_ = Engine::load(path_, o).release();
+    tiny_ = new testing::TinyEngine(o);
+    engine_ = tiny_->engine.get();
   }
-  static void TearDownTestSuite() {
-    delete engine_;
-    delete dir_;
-  }
-  static inline testing::TempDir* dir_ = nullptr;
-  static inline std::string path_;
+  static void TearDownTestSuite() { delete tiny_; }
+  static inline testing::TinyEngine* tiny_ = nullptr;
   static inline Engine* engine_ = nullptr;
 };
 

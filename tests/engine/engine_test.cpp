@@ -6,7 +6,7 @@
 
 #include "clover/clover.h"
 #include "engine/stop_strings.h"
-#include "../model/model_test_util.h"
+#include "tiny_engine.h"
 
 namespace clover {
 namespace {
@@ -14,22 +14,17 @@ namespace {
 class EngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::TempDir();
-    synth::SynthConfig c = synth::preset("tiny");
-    c.type = DType::Q8_0;
-    path_ = testing::write_synth(*dir_, "tiny.gguf", c);
     EngineOptions o;
     o.n_threads = 2;
     o.n_ctx = 256;
-    engine_ = Engine::load(path_, o).release();
+    tiny_ = new testing::TinyEngine(o);
+    engine_ = tiny_->engine.get();
+    path_ = tiny_->path;
   }
-  static void TearDownTestSuite() {
-    delete engine_;
-    delete dir_;
-  }
+  static void TearDownTestSuite() { delete tiny_; }
   static std::vector<int32_t> prompt() { return engine_->tokenize("The quick brown fox jumps over the lazy dog.", false); }
 
-  static inline testing::TempDir* dir_ = nullptr;
+  static inline testing::TinyEngine* tiny_ = nullptr;
   static inline std::string path_;
   static inline Engine* engine_ = nullptr;
 };
