@@ -17,12 +17,8 @@ namespace {
 
 using testing::TempDir;
 
-std::vector<int32_t> random_tokens(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % 500);
-  return t;
-}
+// Token ids below 500, reproducible from `seed`.
+std::vector<int32_t> random_tokens(int n, uint32_t seed) { return testing::random_tokens(n, 500, seed); }
 
 void expect_same_state(const model::SequenceState& a, const model::SequenceState& b, const model::HParams& hp) {
   ASSERT_EQ(a.n_past, b.n_past);

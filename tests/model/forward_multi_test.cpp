@@ -16,13 +16,7 @@ using testing::TempDir;
 using model::LogitRows;
 using model::PassKind;
 using model::SeqPass;
-
-std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
+using testing::random_tokens;
 
 struct Step {
   std::vector<int32_t> tokens;

@@ -4,8 +4,10 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "gguf/gguf.h"
 #include "synth/synth.h"
@@ -22,6 +24,14 @@ struct TempDir {
   ~TempDir() { std::filesystem::remove_all(path); }
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
+
+// n token ids below `vocab`, reproducible from `seed`.
+inline std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
 
 inline std::string write_synth(const TempDir& dir, const std::string& name, synth::SynthConfig cfg) {
   const std::string p = dir.file(name);
