@@ -30,28 +30,27 @@ float dot(const float* x, const float* y, int64_t n) {
   for (int64_t i = np; i < n; ++i) s = std::fma(x[i], y[i], s);
   return s;
 }
+
+// Plain loops: the decay a product, the update one fused multiply-add per element.
+struct RefOps {
+  static float dot(const float* x, const float* y, int64_t n) { return kernels::dot(x, y, n); }
+  static void scale_row(float* row, float decay, int64_t d) {
+    for (int64_t i = 0; i < d; ++i) row[i] = row[i] * decay;
+  }
+  static void mad_row(float* row, const float* kv, float delta, int64_t d) {
+    for (int64_t i = 0; i < d; ++i) row[i] = std::fma(kv[i], delta, row[i]);
+  }
+};
 }  // namespace
 
 void gdn_step_ref(float* S, const float* q, const float* k, const float* v, float decay, float beta, float scale,
                   int64_t d, float* o) {
-  for (int64_t j = 0; j < d; ++j) {
-    float* row = S + j * d;
-    for (int64_t i = 0; i < d; ++i) row[i] = row[i] * decay;
-    const float delta = (v[j] - dot(row, k, d)) * beta;
-    for (int64_t i = 0; i < d; ++i) row[i] = std::fma(k[i], delta, row[i]);
-    o[j] = dot(row, q, d) * scale;
-  }
+  detail::gdn_rows<RefOps, false>(S, q, k, v, decay, beta, scale, d, o);
 }
 
 void gdn_step_reverse_ref(float* R, const float* q, const float* k, const float* v, float decay, float beta,
                           float scale, int64_t d, float* o) {
-  for (int64_t j = 0; j < d; ++j) {
-    float* row = R + j * d;
-    o[j] += dot(row, q, d) * scale;
-    for (int64_t i = 0; i < d; ++i) row[i] = row[i] * decay;
-    const float delta = (v[j] - dot(row, k, d)) * beta;
-    for (int64_t i = 0; i < d; ++i) row[i] = std::fma(k[i], delta, row[i]);
-  }
+  detail::gdn_rows<RefOps, true>(R, q, k, v, decay, beta, scale, d, o);
 }
 
 void gdn_step(float* S, const float* q, const float* k, const float* v, float decay, float beta, float scale, int64_t d,

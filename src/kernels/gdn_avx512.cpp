@@ -12,41 +12,50 @@ namespace {
 
 inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1); }
 
-// ggml_vec_dot_f32 (AVX-512 build): 4 x 16 fused lanes per 64 values, then (0 + 2) + (1 + 3),
-// the lane tree l + 8, + 4, + 2, + 1, then the tail one fused multiply-add at a time.
-inline float dot(const float* x, const float* y, int64_t n) {
-  const int64_t np = n & ~int64_t{63};
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (int64_t i = 0; i < np; i += 64) {
-    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
-    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
-    a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
-    a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
-  }
+// The end of ggml_vec_dot_f32: the 4 accumulators added (0 + 2) + (1 + 3), then the 16 lanes in
+// the tree l + 8, + 4, + 2, + 1.
+inline float reduce(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
   const __m512 v = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
   const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
   const __m128 b = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
   const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-  float s = _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
-  for (int64_t i = np; i < n; ++i) s = std::fma(x[i], y[i], s);
-  return s;
+  return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
 }
 
-inline void scale_row(float* row, float decay, int64_t d) {
-  const __m512 m = _mm512_set1_ps(decay);
-  for (int64_t i = 0; i < d; i += 16) {
-    const __mmask16 k = tail_mask(d - i);
-    _mm512_mask_storeu_ps(row + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, row + i), m));
+// The row operations of this instruction set, for gdn_rows (gdn_internal.h).
+struct Avx512Ops {
+  // ggml_vec_dot_f32 (AVX-512 build): 4 x 16 fused lanes per 64 values, then (0 + 2) + (1 + 3),
+  // the lane tree l + 8, + 4, + 2, + 1, then the tail one fused multiply-add at a time.
+  static float dot(const float* x, const float* y, int64_t n) {
+    const int64_t np = n & ~int64_t{63};
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < np; i += 64) {
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
+      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    float s = reduce(a0, a1, a2, a3);
+    for (int64_t i = np; i < n; ++i) s = std::fma(x[i], y[i], s);
+    return s;
   }
-}
 
-inline void mad_row(float* row, const float* kv, float delta, int64_t d) {  // row += kv * delta, fused
-  const __m512 m = _mm512_set1_ps(delta);
-  for (int64_t i = 0; i < d; i += 16) {
-    const __mmask16 k = tail_mask(d - i);
-    _mm512_mask_storeu_ps(row + i, k, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, kv + i), m, _mm512_maskz_loadu_ps(k, row + i)));
+  static void scale_row(float* row, float decay, int64_t d) {
+    const __m512 m = _mm512_set1_ps(decay);
+    for (int64_t i = 0; i < d; i += 16) {
+      const __mmask16 k = tail_mask(d - i);
+      _mm512_mask_storeu_ps(row + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, row + i), m));
+    }
   }
-}
+
+  static void mad_row(float* row, const float* kv, float delta, int64_t d) {  // row += kv * delta, fused
+    const __m512 m = _mm512_set1_ps(delta);
+    for (int64_t i = 0; i < d; i += 16) {
+      const __mmask16 k = tail_mask(d - i);
+      _mm512_mask_storeu_ps(row + i, k, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, kv + i), m, _mm512_maskz_loadu_ps(k, row + i)));
+    }
+  }
+};
 
 // The same operations for head dims that are a multiple of 64 (up to 256: Clover's 128), with the
 // row held in registers from the decay to the last dot product: one load and one store per value
@@ -61,11 +70,7 @@ inline float dot_regs(const __m512 (&x)[NV], const float* y) {
     a2 = _mm512_fmadd_ps(x[c + 2], _mm512_loadu_ps(y + 16 * c + 32), a2);
     a3 = _mm512_fmadd_ps(x[c + 3], _mm512_loadu_ps(y + 16 * c + 48), a3);
   }
-  const __m512 v = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-  return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+  return reduce(a0, a1, a2, a3);
 }
 
 template <int NV, bool Reverse>
@@ -101,24 +106,12 @@ bool step_in_registers(float* S, const float* q, const float* k, const float* v,
 
 void gdn_step_avx512(float* S, const float* q, const float* k, const float* v, float decay, float beta, float scale,
                      int64_t d, float* o) {
-  if (step_in_registers<false>(S, q, k, v, decay, beta, scale, d, o)) return;
-  for (int64_t j = 0; j < d; ++j) {
-    float* row = S + j * d;
-    scale_row(row, decay, d);
-    mad_row(row, k, (v[j] - dot(row, k, d)) * beta, d);
-    o[j] = dot(row, q, d) * scale;
-  }
+  if (!step_in_registers<false>(S, q, k, v, decay, beta, scale, d, o)) gdn_rows<Avx512Ops, false>(S, q, k, v, decay, beta, scale, d, o);
 }
 
 void gdn_step_reverse_avx512(float* R, const float* q, const float* k, const float* v, float decay, float beta,
                              float scale, int64_t d, float* o) {
-  if (step_in_registers<true>(R, q, k, v, decay, beta, scale, d, o)) return;
-  for (int64_t j = 0; j < d; ++j) {
-    float* row = R + j * d;
-    o[j] += dot(row, q, d) * scale;
-    scale_row(row, decay, d);
-    mad_row(row, k, (v[j] - dot(row, k, d)) * beta, d);
-  }
+  if (!step_in_registers<true>(R, q, k, v, decay, beta, scale, d, o)) gdn_rows<Avx512Ops, true>(R, q, k, v, decay, beta, scale, d, o);
 }
 
 }  // namespace clover::kernels::detail
