@@ -208,46 +208,37 @@ void bm_convert(benchmark::State& state, DType t, int64_t cols, int64_t n) {
 // The compute roofline of one core: 24 independent chains of 512-bit vpdpbusd (64 int8
 // multiply-adds each) or of 512-bit fp32 FMAs (16 each), enough to cover their latency. Reported
 // as G multiply-adds per second (docs/benchmarks.md: why a 32-position block pass is compute-bound).
-template <bool Int8>
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void bm_peak(benchmark::State& state) {
+#define CLOVER_PEAK_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
+CLOVER_PEAK_TARGET inline void peak_init(__m512i& a, int k) { a = _mm512_set1_epi32(k); }
+CLOVER_PEAK_TARGET inline void peak_init(__m512& a, int k) { a = _mm512_set1_ps(static_cast<float>(k)); }
+CLOVER_PEAK_TARGET inline __m512i peak_step(__m512i a) { return _mm512_dpbusd_epi32(a, _mm512_set1_epi8(3), _mm512_set1_epi8(5)); }
+CLOVER_PEAK_TARGET inline __m512 peak_step(__m512 a) { return _mm512_fmadd_ps(a, _mm512_set1_ps(1.0001f), _mm512_set1_ps(0.9999f)); }
+
+template <class V, int MacsPerStep>
+CLOVER_PEAK_TARGET void bm_peak(benchmark::State& state) {
   constexpr int kChains = 24;
   constexpr int64_t kSteps = 1 << 16;
   for (auto _ : state) {
-    if constexpr (Int8) {
-      __m512i acc[kChains];
-      for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_epi32(k);
-      const __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(5);
-      for (int64_t i = 0; i < kSteps; ++i) {
+    V acc[kChains];
+    for (int k = 0; k < kChains; ++k) peak_init(acc[k], k);
+    for (int64_t i = 0; i < kSteps; ++i) {
 #pragma GCC unroll 24
-        for (int k = 0; k < kChains; ++k) {
-          acc[k] = _mm512_dpbusd_epi32(acc[k], x, y);
-          asm volatile("" : "+v"(acc[k]));
-        }
+      for (int k = 0; k < kChains; ++k) {
+        acc[k] = peak_step(acc[k]);
+        asm volatile("" : "+v"(acc[k]));
       }
-      benchmark::DoNotOptimize(acc);
-    } else {
-      __m512 acc[kChains];
-      for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k));
-      const __m512 x = _mm512_set1_ps(1.0001f), y = _mm512_set1_ps(0.9999f);
-      for (int64_t i = 0; i < kSteps; ++i) {
-#pragma GCC unroll 24
-        for (int k = 0; k < kChains; ++k) {
-          acc[k] = _mm512_fmadd_ps(acc[k], x, y);
-          asm volatile("" : "+v"(acc[k]));
-        }
-      }
-      benchmark::DoNotOptimize(acc);
     }
+    benchmark::DoNotOptimize(acc);
   }
-  state.counters["GMAC/s"] = benchmark::Counter(double(kSteps) * kChains * (Int8 ? 64 : 16),
+  state.counters["GMAC/s"] = benchmark::Counter(double(kSteps) * kChains * MacsPerStep,
                                                 benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 void register_all() {
   benchmark::RegisterBenchmark("roofline/read_256MiB", bm_read)->Unit(benchmark::kMicrosecond)->UseRealTime();
   if (isa_best() == Isa::Avx512) {
-    benchmark::RegisterBenchmark("roofline/peak_int8_vpdpbusd", bm_peak<true>)->Unit(benchmark::kMicrosecond)->UseRealTime();
-    benchmark::RegisterBenchmark("roofline/peak_fp32_fma", bm_peak<false>)->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark("roofline/peak_int8_vpdpbusd", bm_peak<__m512i, 64>)->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark("roofline/peak_fp32_fma", bm_peak<__m512, 16>)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
   struct Shape { int64_t rows, cols; };
   const Shape shapes[] = {{512, 2048}, {2048, 512}, {8192, 2048}, {248320, 2048}};
