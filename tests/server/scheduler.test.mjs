@@ -75,6 +75,14 @@ test('streamed answers equal the non-streamed ones under concurrency (greedy)', 
   assert.deepEqual(streamed, reference);
 });
 
+// The metrics once a generation holds the one busy slot (false after 5 s).
+const oneSlotBusy = () => waitFor(async () => { const m = await metrics(); return m.clover_slots_busy === 1 && m; }, 5000);
+// The metrics once no slot is busy and one more generation than in `before` counts as cancelled.
+const cancelledSince = (before) => waitFor(async () => {
+  const m = await metrics();
+  return m.clover_slots_busy === 0 && m.clover_generations_cancelled_total > (before.clover_generations_cancelled_total ?? 0) && m;
+}, 5000);
+
 test('a client that disconnects mid-stream frees its slot (metrics)', async () => {
   const before = await metrics();
   const ac = new AbortController();
@@ -88,13 +96,10 @@ test('a client that disconnects mid-stream frees its slot (metrics)', async () =
   // (ignore_eos), which carry no text, so the server must notice the disconnect by itself.
   const reader = res.body.getReader();
   await reader.read();
-  const busy = await waitFor(async () => { const m = await metrics(); return m.clover_slots_busy === 1 && m; }, 5000);
+  const busy = await oneSlotBusy();
   assert.ok(busy, 'generating while connected');
   ac.abort();
-  const after = await waitFor(async () => {
-    const m = await metrics();
-    return m.clover_slots_busy === 0 && m.clover_generations_cancelled_total > (before.clover_generations_cancelled_total ?? 0) && m;
-  }, 5000);
+  const after = await cancelledSince(before);
   assert.ok(after, 'the slot was freed and the generation counted as cancelled');
   assert.ok(after.clover_tokens_predicted_total - before.clover_tokens_predicted_total < 4000, 'stopped early');
 });
@@ -107,14 +112,11 @@ test('a non-streaming client that disconnects frees its slot at once (metrics)',
     headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${API_KEY}` },
     body: JSON.stringify({ model: MODEL, prompt: 'Another very long story:', max_tokens: 4000, ignore_eos: true, temperature: 0 }),
   }).catch((e) => e);
-  const busy = await waitFor(async () => { const m = await metrics(); return m.clover_slots_busy === 1 && m; }, 5000);
+  const busy = await oneSlotBusy();
   assert.ok(busy, 'generating while connected');
   ac.abort();
   await pending;
-  const after = await waitFor(async () => {
-    const m = await metrics();
-    return m.clover_slots_busy === 0 && m.clover_generations_cancelled_total > (before.clover_generations_cancelled_total ?? 0) && m;
-  }, 5000);
+  const after = await cancelledSince(before);
   assert.ok(after, 'the slot was freed and the generation counted as cancelled');
   assert.ok(after.clover_tokens_predicted_total - before.clover_tokens_predicted_total < 4000, 'stopped early');
   assert.ok(after['clover_requests_total{endpoint="/v1/completions",status="499"}'] >= 1, 'counted as closed by the client');
