@@ -27,8 +27,7 @@ float dot(const float* x, const float* y, int64_t n) {
   for (int i = 0; i < 4; ++i) a4[i] = a8[i] + a8[i + 4];
   for (int i = 0; i < 2; ++i) a2[i] = a4[i] + a4[i + 2];
   float s = a2[0] + a2[1];
-  for (int64_t i = np; i < n; ++i) s = std::fma(x[i], y[i], s);
-  return s;
+  return detail::dot_tail(x, y, np, n, s);
 }
 
 // Plain loops: the decay a product, the update one fused multiply-add per element.

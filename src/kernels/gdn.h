@@ -8,7 +8,8 @@
 // logits stay close to llama.cpp's: a dot product is ggml_vec_dot_f32's, i.e. 4 x 16 lanes of
 // fused multiply-adds over each 64 values, the 4 accumulators added (0 + 2, 1 + 3, then together),
 // the 16 lanes added in a fixed tree (l + 8, then + 4, + 2, + 1), and a tail of fewer than 64
-// values added one fused multiply-add at a time; the state update is ggml_vec_mad_f32's fused
+// values as GCC compiles it (groups of 8 rounded products added in order, then fused
+// multiply-adds for the last n % 8: detail::dot_tail); the state update is ggml_vec_mad_f32's fused
 // multiply-add per element, the decay a plain product. The scalar twin and the AVX-512 path follow
 // exactly this order, so every ISA gives the same bits, and a position's result does not depend
 // on how many positions are scanned in one call or on which thread runs the head.

@@ -35,8 +35,7 @@ struct Avx2Ops {
     const __m128 b = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
     float s = _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
-    for (int64_t i = np; i < n; ++i) s = std::fma(x[i], y[i], s);
-    return s;
+    return dot_tail(x, y, np, n, s);
   }
 
   static void scale_row(float* row, float decay, int64_t d) {

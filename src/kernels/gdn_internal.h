@@ -2,6 +2,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/matmul_internal.h"  // dot_tail
+
 namespace clover::kernels::detail {
 
 // The row loop of one step, forward or reverse (gdn.h), over an instruction set's `Ops` (static

@@ -205,15 +205,20 @@ std::string_view isa_name(Isa isa) {
 
 // ---- entry points --------------------------------------------------------------------------
 
-void matmul(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end) {
+SumOrder sum_order(DType weight_type, int64_t rows, int64_t cols) {
+  const int64_t step = weight_type == DType::BF16 ? 32 : 16;
+  return rows % 4 == 0 && cols % step == 0 ? SumOrder::Gemm : SumOrder::VecDot;
+}
+
+void matmul(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end, SumOrder order) {
   check_call(w, acts, o_begin, o_end);
-  run(MatmulCall{&w, &acts, nullptr, acts.rows(), y, ldy, o_begin, o_end});
+  run(MatmulCall{&w, &acts, nullptr, acts.rows(), y, ldy, o_begin, o_end, order});
 }
 
 void matmul_selected(const MatRef& w, const ActRows& acts, const int32_t* sel, int64_t n_sel, float* y,
-                     int64_t ldy, int64_t o_begin, int64_t o_end) {
+                     int64_t ldy, int64_t o_begin, int64_t o_end, SumOrder order) {
   check_call(w, acts, o_begin, o_end);
-  run(MatmulCall{&w, &acts, sel, n_sel, y, ldy, o_begin, o_end});
+  run(MatmulCall{&w, &acts, sel, n_sel, y, ldy, o_begin, o_end, order});
 }
 
 void matmul_ref(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end) {

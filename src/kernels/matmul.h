@@ -48,14 +48,32 @@ class ActRows {
   std::vector<uint8_t> buf_;
 };
 
+// The summation order of a product, as llama.cpp's CPU backend (AVX-512 build) would sum it:
+// Gemm is its dense matrix product (tinyBLAS: one 16-lane accumulator per output for F32/F16, one
+// vdpbf16ps accumulator for BF16); VecDot is the type's row dot product (F32: 4 x 16 lanes per 64
+// values and a tail in groups of 8; F16: the same lanes, the tail in double; BF16: 2 vdpbf16ps
+// accumulators per 64, sums and tail in double). llama.cpp uses VecDot for MoE expert products
+// (MUL_MAT_ID) and for dense products that tinyBLAS declines (sum_order below). The orders
+// differ for float weights only, and only the AVX-512 path follows VecDot (the AVX2 and scalar
+// paths have one order each).
+enum class SumOrder { Gemm, VecDot };
+
+// The order llama.cpp gives a dense prompt product of `rows` x `cols` weights: tinyBLAS takes it
+// when rows are a multiple of 4 and cols a multiple of its step (32 values for BF16, 16
+// otherwise). (llama.cpp also uses VecDot for single-token products; the engine does not follow
+// that, so that a position's result never depends on how many positions a pass holds, which
+// speculative decoding relies on.)
+SumOrder sum_order(DType weight_type, int64_t rows, int64_t cols);
+
 // y[r * ldy + o] = dot(W row o, acts row r), for o in [o_begin, o_end) and every activation row r.
 // acts.type() must be activation_type(w.type) and acts.cols() == w.cols.
-void matmul(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end);
+void matmul(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end,
+            SumOrder order = SumOrder::Gemm);
 
 // As matmul, for the activation rows listed in `sel` only: y[i * ldy + o] uses acts row sel[i].
 // (MoE: the tokens routed to one expert.)
 void matmul_selected(const MatRef& w, const ActRows& acts, const int32_t* sel, int64_t n_sel, float* y,
-                     int64_t ldy, int64_t o_begin, int64_t o_end);
+                     int64_t ldy, int64_t o_begin, int64_t o_end, SumOrder order = SumOrder::Gemm);
 
 // Scalar reference twin of matmul (same rounding of activations; plain loops).
 void matmul_ref(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end);

@@ -4,17 +4,19 @@
 // element. Every output element sees exactly the same instruction sequence whatever NW and NA
 // are, and the final lane reduction is fixed, so results are batch-invariant.
 //
-// Q4_0 / Q8_0: a group of 4 weight blocks (128 values) is loaded with two or four unaligned
-// loads and rearranged with vpermt2b into "bytes 0..15 of blocks 0..3" (lo) and "bytes 16..31"
-// (hi), matching the packed activation layout (matmul_internal.h). vpdpbusd needs an unsigned
-// left operand, so the weights enter biased (a Q4_0 nibble is already value + 8; Q8_0 bytes are
-// flipped to value + 128) and bias * sum(a) is subtracted, using the per-lane sums stored with
-// the packed activations. The int32 lane sums are exact; per lane,
-// acc = fma(float(lane), d_w * d_a, acc), as ggml's x86 vec_dot does per block.
+// Q4_0: a group of 4 weight blocks (128 values) is loaded with two unaligned loads and
+// rearranged with vpermt2b into "bytes 0..15 of blocks 0..3" (lo) and "bytes 16..31" (hi),
+// matching the packed activation layout (matmul_internal.h). vpdpbusd needs an unsigned left
+// operand: a Q4_0 nibble is value + 8, and 8 * sum(a) is subtracted, using the per-lane sums
+// stored with the packed activations. The int32 lane sums are exact; per lane,
+// acc = fma(float(lane), d_w * d_a, acc).
+//
+// Q8_0 follows ggml's order exactly (tile_q8_lanes8): 8 lanes per block, as its x86 kernels.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <cstring>
 #include <utility>
 
@@ -52,9 +54,6 @@ constexpr std::array<uint16_t, 32> block_scale_index() {
 
 alignas(64) constexpr auto kQ4Qs = block_half_index<18, 2>();    // qs of Q4_0 blocks 0..3
 alignas(64) constexpr auto kQ4D = block_scale_index<18>();
-alignas(64) constexpr auto kQ8Lo = block_half_index<34, 2>();    // from bytes [0, 128)
-alignas(64) constexpr auto kQ8Hi = block_half_index<34, 10>();   // from bytes [8, 136)
-alignas(64) constexpr auto kQ8D = block_scale_index<34>();
 
 CLOVER_INLINE __m512i load_idx(const void* p) { return _mm512_load_si512(p); }
 
@@ -100,36 +99,15 @@ CLOVER_INLINE WGroup load_q4_0(const uint8_t* wp, int64_t avail) {
   return g;
 }
 
-template <bool Tail>
-CLOVER_INLINE WGroup load_q8_0(const uint8_t* wp, int64_t avail) {
-  __m512i a, b, c, d;
-  if constexpr (Tail) {
-    a = load_bytes(wp, avail);
-    b = load_bytes(wp + 64, avail - 64);
-    c = load_bytes(wp + 8, avail - 8);
-    d = load_bytes(wp + 72, avail - 72);
-  } else {
-    a = _mm512_loadu_si512(wp);
-    b = _mm512_loadu_si512(wp + 64);
-    c = _mm512_loadu_si512(wp + 8);
-    d = _mm512_loadu_si512(wp + 72);
-  }
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  WGroup g;
-  g.lo = _mm512_xor_si512(_mm512_permutex2var_epi8(a, load_idx(kQ8Lo.data()), b), flip);
-  g.hi = _mm512_xor_si512(_mm512_permutex2var_epi8(c, load_idx(kQ8Hi.data()), d), flip);
-  g.d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(a, load_idx(kQ8D.data()), b)));
-  return g;
-}
-
 // Weight row by weight row (3 registers each), against every activation row; activation bytes
 // and scales are read from L1 as memory operands to leave the registers to the 4 x NA
 // accumulators (GCC 12 still spills a few at NA = 4; NA = 3 measured the same).
 template <DType T, int NW, int NA, bool Tail>
 CLOVER_INLINE void quant_group(const uint8_t* const* w, const uint8_t* const* a, int64_t g, int64_t avail,
                                __m512 (&acc)[NW][NA]) {
-  constexpr size_t kGroupBytes = T == DType::Q4_0 ? 4 * sizeof(BlockQ4_0) : 4 * sizeof(BlockQ8_0);
-  constexpr int kBiasShift = T == DType::Q4_0 ? 3 : 7;  // bias 8 or 128
+  static_assert(T == DType::Q4_0);
+  constexpr size_t kGroupBytes = 4 * sizeof(BlockQ4_0);
+  constexpr int kBiasShift = 3;  // bias 8
   const uint8_t* ap[NA];
   __m512i nbias[NA];
   CLOVER_UNROLL
@@ -140,7 +118,7 @@ CLOVER_INLINE void quant_group(const uint8_t* const* w, const uint8_t* const* a,
   CLOVER_UNROLL
   for (int i = 0; i < NW; ++i) {
     const uint8_t* wp = w[i] + g * kGroupBytes;
-    const WGroup wg = T == DType::Q4_0 ? load_q4_0<Tail>(wp, avail) : load_q8_0<Tail>(wp, avail);
+    const WGroup wg = load_q4_0<Tail>(wp, avail);
     CLOVER_UNROLL
     for (int r = 0; r < NA; ++r) {
       __m512i s = _mm512_dpbusd_epi32(nbias[r], wg.lo, _mm512_loadu_si512(ap[r]));
@@ -155,7 +133,7 @@ CLOVER_INLINE void quant_group(const uint8_t* const* w, const uint8_t* const* a,
 // pf: where the next tile's weights start (see prefetch_span).
 template <DType T, int NW, int NA>
 void tile_quant(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, float* const* out, const uint8_t* pf) {
-  constexpr int64_t kBlockBytes = T == DType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  constexpr int64_t kBlockBytes = sizeof(BlockQ4_0);
   __m512 acc[NW][NA];
   CLOVER_UNROLL
   for (int i = 0; i < NW; ++i)
@@ -244,7 +222,7 @@ void tile_float(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, 
 
 template <DType T, int NW, int NA>
 void tile(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, float* const* out, const uint8_t* pf) {
-  if constexpr (T == DType::Q4_0 || T == DType::Q8_0) {
+  if constexpr (T == DType::Q4_0) {
     tile_quant<T, NW, NA>(w, a, cols, out, pf);
   } else {
     tile_float<T, NW, NA>(w, a, cols, out, pf);
@@ -258,11 +236,176 @@ constexpr std::array<TileFn, sizeof...(NA)> tile_table(std::integer_sequence<int
   return {&tile<T, NW, NA + 1>...};
 }
 
+// ggml's row dot products (SumOrder::VecDot). F32: ggml_vec_dot_f32, as F16 below but the sum
+// stays in float and the tail is dot_tail's. F16: ggml_vec_dot_f16, 4 accumulators of 16 lanes
+// over each 64 values, added (0 + 2) + (1 + 3), the lanes by _mm512_reduce_add_ps, the tail's
+// products added in double. BF16: ggml_vec_dot_bf16, 2 vdpbf16ps accumulators over each 64
+// values, each reduced and added in double, the tail likewise.
+template <DType T>
+constexpr bool kQuantType = T == DType::Q4_0 || T == DType::Q8_0;
+
+float vec_dot_f32(const float* x, const float* y, int64_t n) {
+  const int64_t np = n & ~int64_t{63};
+  __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; ++j) s[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * j), _mm512_loadu_ps(y + i + 16 * j), s[j]);
+  const float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[2]), _mm512_add_ps(s[1], s[3])));
+  return dot_tail(x, y, np, n, sum);
+}
+
+float vec_dot_f16(const uint16_t* x, const uint16_t* y, int64_t n) {
+  const int64_t np = n & ~int64_t{63};
+  __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; ++j)
+      s[j] = _mm512_fmadd_ps(load_f<DType::F16>(reinterpret_cast<const uint8_t*>(x), i + 16 * j, 16),
+                             load_f<DType::F16>(reinterpret_cast<const uint8_t*>(y), i + 16 * j, 16), s[j]);
+  double sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[2]), _mm512_add_ps(s[1], s[3])));
+  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(_cvtsh_ss(x[i]) * _cvtsh_ss(y[i]));
+  return static_cast<float>(sum);
+}
+
+float vec_dot_bf16(const uint16_t* x, const uint16_t* y, int64_t n) {
+  const auto* xb = reinterpret_cast<const uint8_t*>(x);
+  const auto* yb = reinterpret_cast<const uint8_t*>(y);
+  __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    c1 = fdot_step<DType::BF16>(c1, load_f<DType::BF16>(xb, i, 32), load_f<DType::BF16>(yb, i, 32));
+    c2 = fdot_step<DType::BF16>(c2, load_f<DType::BF16>(xb, i + 32, 32), load_f<DType::BF16>(yb, i + 32, 32));
+  }
+  double sum = _mm512_reduce_add_ps(c1);
+  sum += static_cast<double>(_mm512_reduce_add_ps(c2));
+  for (; i < n; ++i) sum += static_cast<double>(bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]));
+  return static_cast<float>(sum);
+}
+
+template <DType T>
+void run_vec_dot(const MatmulCall& c) {
+  using E = std::conditional_t<T == DType::F32, float, uint16_t>;
+  const auto* wbase = static_cast<const uint8_t*>(c.w->data);
+  for (int64_t i = 0; i < c.n; ++i) {
+    const auto* a = static_cast<const E*>(c.acts->row(c.act_index(i)));
+    for (int64_t o = c.o_begin; o < c.o_end; ++o) {
+      const auto* w = reinterpret_cast<const E*>(wbase + static_cast<size_t>(o) * c.w->row_stride);
+      if constexpr (T == DType::F32) c.y[i * c.ldy + o] = vec_dot_f32(w, a, c.w->cols);
+      else if constexpr (T == DType::F16) c.y[i * c.ldy + o] = vec_dot_f16(w, a, c.w->cols);
+      else c.y[i * c.ldy + o] = vec_dot_bf16(w, a, c.w->cols);
+    }
+  }
+}
+
+// Q8_0 weights in ggml's order (tinyBLAS_Q0_AVX for dense products and ggml_vec_dot_q8_0_q8_0
+// for expert products share it): per block, 8 int32 lanes of 4 byte products each (lane i: bytes
+// 4i..4i+3, exact), converted to float and added into 8 float lanes with one fused multiply-add
+// by the block's scale product (weight scale x activation scale), block after block; at the end
+// the 8 lanes are added as hsum_float_8 does: lane i + lane i + 4, then (0 + 2) + (1 + 3). A
+// register holds two activation rows (lanes 0-7 and 8-15) against one weight row.
+struct Q8Pair {
+  __m512i q;      // the two rows' bytes of one block
+  __m512i nbias;  // -128 x each lane's byte sum: (w + 128) . a - 128 . a = w . a
+  __m512 d;       // activation scales, 8 lanes each
+};
+
+CLOVER_INLINE Q8Pair q8_pair(const BlockQ8_0& a0, const BlockQ8_0& a1) {
+  Q8Pair p;
+  p.q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0.qs))),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a1.qs)), 1);
+  const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), p.q);
+  p.nbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, 7));
+  p.d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(a0.d)), _mm256_set1_ps(_cvtsh_ss(a1.d)), 1);
+  return p;
+}
+
+CLOVER_INLINE float hsum8(__m256 v) {
+  __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+// NW weight rows against NP pairs of activation rows (a[2j], a[2j + 1]); rows of an incomplete
+// pair repeat and are not stored (out[r] is null).
+template <int NW, int NP>
+void tile_q8_lanes8(const BlockQ8_0* const* w, const BlockQ8_0* const* a, int64_t nb, float* const* out, const uint8_t* pf) {
+  __m512 acc[NW][NP];
+  CLOVER_UNROLL
+  for (int i = 0; i < NW; ++i)
+    CLOVER_UNROLL
+    for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b, pf += NW * sizeof(BlockQ8_0)) {
+    prefetch_span<NW * sizeof(BlockQ8_0)>(pf);
+    Q8Pair p[NP];
+    CLOVER_UNROLL
+    for (int j = 0; j < NP; ++j) p[j] = q8_pair(a[2 * j][b], a[2 * j + 1][b]);
+    CLOVER_UNROLL
+    for (int i = 0; i < NW; ++i) {
+      const __m512i wv = _mm512_xor_si512(
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i][b].qs))), flip);
+      const __m512 dw = _mm512_set1_ps(_cvtsh_ss(w[i][b].d));
+      CLOVER_UNROLL
+      for (int j = 0; j < NP; ++j) {
+        const __m512i s = _mm512_dpbusd_epi32(p[j].nbias, wv, p[j].q);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(dw, p[j].d), _mm512_cvtepi32_ps(s), acc[i][j]);
+      }
+    }
+  }
+  CLOVER_UNROLL
+  for (int i = 0; i < NW; ++i)
+    CLOVER_UNROLL
+    for (int j = 0; j < NP; ++j) {
+      if (out[2 * j]) out[2 * j][i] = hsum8(_mm512_castps512_ps256(acc[i][j]));
+      if (out[2 * j + 1]) out[2 * j + 1][i] = hsum8(_mm512_extractf32x8_ps(acc[i][j], 1));
+    }
+}
+
+void run_q8_0_lanes8(const MatmulCall& c) {
+  constexpr int kPairs = 2;
+  constexpr int kRows = 2 * kPairs;
+  const auto* wbase = static_cast<const uint8_t*>(c.w->data);
+  const int64_t nb = c.w->cols / kQK;
+  const int64_t panel = panel_rows(static_cast<size_t>(nb) * sizeof(BlockQ8_0), kRows);
+  for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
+    const int64_t p1 = std::min(c.n, p0 + panel);
+    for (int64_t o = c.o_begin; o < c.o_end; o += kNW) {
+      const int64_t nw = std::min<int64_t>(kNW, c.o_end - o);
+      const BlockQ8_0* w[kNW];
+      for (int64_t i = 0; i < nw; ++i)
+        w[i] = reinterpret_cast<const BlockQ8_0*>(wbase + static_cast<size_t>(o + i) * c.w->row_stride);
+      const uint8_t* pf = wbase + static_cast<size_t>(o + kNW) * c.w->row_stride + kPrefetchLead;
+      for (int64_t i0 = p0; i0 < p1; i0 += kRows) {
+        const int na = static_cast<int>(std::min<int64_t>(kRows, p1 - i0));
+        const BlockQ8_0* a[kRows];
+        float* out[kRows];
+        for (int r = 0; r < kRows; ++r) {
+          const int64_t i = i0 + std::min(r, na - 1);
+          a[r] = static_cast<const BlockQ8_0*>(c.acts->row(c.act_index(i)));
+          out[r] = r < na ? c.y + (i0 + r) * c.ldy + o : nullptr;
+        }
+        if (nw == kNW) {
+          if (na > 2) tile_q8_lanes8<kNW, 2>(w, a, nb, out, pf);
+          else tile_q8_lanes8<kNW, 1>(w, a, nb, out, pf);
+        } else {
+          for (int64_t i = 0; i < nw; ++i) {
+            float* out1[kRows];
+            for (int r = 0; r < kRows; ++r) out1[r] = out[r] ? out[r] + i : nullptr;
+            if (na > 2) tile_q8_lanes8<1, 2>(&w[i], a, nb, out1, pf);
+            else tile_q8_lanes8<1, 1>(&w[i], a, nb, out1, pf);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Weight rows in tiles of kNW (a last partial tile row by row), activation rows in chunks of
 // up to kNA; the kNW weight rows stay in L1 while every activation chunk passes over them.
 template <DType T>
 void run_type(const MatmulCall& c) {
-  constexpr bool kQuant = T == DType::Q4_0 || T == DType::Q8_0;
+  if constexpr (!kQuantType<T>)
+    if (c.order == SumOrder::VecDot) return run_vec_dot<T>(c);
+  constexpr bool kQuant = T == DType::Q4_0;
   constexpr int kNA = kQuant ? kNAQuant : kNAFloat;
   static constexpr auto kTiles4 = tile_table<T, kNW>(std::make_integer_sequence<int, kNA>{});
   static constexpr auto kTiles1 = tile_table<T, 1>(std::make_integer_sequence<int, kNA>{});
@@ -355,7 +498,7 @@ void matmul_avx512(const MatmulCall& c) {
     case DType::F16: run_type<DType::F16>(c); break;
     case DType::BF16: run_type<DType::BF16>(c); break;
     case DType::Q4_0: run_type<DType::Q4_0>(c); break;
-    case DType::Q8_0: run_type<DType::Q8_0>(c); break;
+    case DType::Q8_0: run_q8_0_lanes8(c); break;
   }
 }
 

@@ -1,11 +1,22 @@
 // Shared by matmul.cpp and the per-ISA kernel files; not part of the kernels' public interface.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/matmul.h"
 
 namespace clover::kernels::detail {
+
+// The tail of ggml_vec_dot_f32 (the values past the last whole 64) as GCC compiles ggml: groups of
+// 8 products rounded to float and added in order, then the last n % 8 values as fused
+// multiply-adds (measured against the prebuilt library for every tail length).
+inline float dot_tail(const float* x, const float* y, int64_t i, int64_t n, float s) {
+  const int64_t grouped = i + (n - i) / 8 * 8;
+  for (; i < grouped; ++i) s += x[i] * y[i];  // kernels are built with -ffp-contract=off: not fused
+  for (; i < n; ++i) s = std::fma(x[i], y[i], s);
+  return s;
+}
 
 // A call of matmul or matmul_selected: output row i uses activation row (sel ? sel[i] : i).
 struct MatmulCall {
@@ -16,6 +27,7 @@ struct MatmulCall {
   float* y;
   int64_t ldy;
   int64_t o_begin, o_end;
+  SumOrder order = SumOrder::Gemm;
 
   int64_t act_index(int64_t i) const { return sel ? sel[i] : i; }
 };

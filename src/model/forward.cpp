@@ -60,12 +60,13 @@ void Forward::linear(const kernels::MatRef& w, const float* x, int T, int64_t x_
   if (multi_active_ && multi_linear(w, x, T, x_stride, y)) return;
   s_->acts.convert(x, T, w.cols, x_stride, kernels::activation_type(w.type));
   const kernels::ActRows& a = s_->acts;
+  const kernels::SumOrder order = kernels::sum_order(w.type, w.rows, w.cols);
   // Below ~64K multiply-adds a parallel region costs more than it saves.
   if (w.rows * w.cols * T < (int64_t{1} << 16)) {
-    kernels::matmul(w, a, y, w.rows, 0, w.rows);
+    kernels::matmul(w, a, y, w.rows, 0, w.rows, order);
     return;
   }
-  pool_.parallel_for(w.rows, 16, [&](int64_t b, int64_t e) { kernels::matmul(w, a, y, w.rows, b, e); });
+  pool_.parallel_for(w.rows, 16, [&](int64_t b, int64_t e) { kernels::matmul(w, a, y, w.rows, b, e, order); });
 }
 
 void Forward::check_tokens(const SequenceState& st, std::span<const int32_t> tokens) const {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/gdn.h"
+#include "kernels/vecmath.h"
 #include "model/forward.h"
 #include "model/forward_scratch.h"
 #include "model/ops.h"
@@ -39,20 +40,16 @@ void Forward::gdn_layer(int il, SequenceState& st, int T, PassKind kind) {
   linear(W.beta, s.h.row(0), T, E, s.beta.row(0));  // [T][Hv]
   linear(W.alpha, s.h.row(0), T, E, s.alpha.row(0));
 
-  // Causal depthwise conv over time, then silu. Inputs before this batch come from the state
-  // (the last K-1 pre-conv inputs, oldest first).
+  // Causal depthwise conv over time, then silu (kernels/vecmath.h). Inputs before this batch come
+  // from the state (the last K-1 pre-conv inputs, oldest first).
   pool_.parallel_for(C, 64, [&](int64_t cb, int64_t ce) {
+    const float* taps[kMaxConvKernel];
     for (int t = 0; t < T; ++t) {
-      for (int64_t ch = cb; ch < ce; ++ch) {
-        const float* w = W.conv + ch * K;
-        float acc = 0.f;
-        for (int j = 0; j < K; ++j) {
-          const int src = t - (K - 1) + j;  // time index of tap j
-          const float m = src >= 0 ? s.qkv.row(src)[ch] : gs.conv[static_cast<size_t>(K - 1 + src) * C + ch];
-          acc += w[j] * m;
-        }
-        s.conv.row(t)[ch] = ops::silu(acc);
+      for (int j = 0; j < K; ++j) {
+        const int src = t - (K - 1) + j;  // time index of tap j
+        taps[j] = src >= 0 ? s.qkv.row(src) : gs.conv.data() + static_cast<size_t>(K - 1 + src) * C;
       }
+      kernels::conv_silu(taps, K, W.conv, C, cb, ce, s.conv.row(t));
     }
     // New conv state: the last K-1 inputs of (old state ++ batch).
     for (int j = 0; j < K - 1; ++j) {
@@ -94,8 +91,9 @@ void Forward::gdn_layer(int il, SequenceState& st, int T, PassKind kind) {
       const int64_t t = item / Hv, h = item % Hv;
       float* o = s.o.row(t) + h * d;
       ops::rms_norm(o, W.norm, o, d, hp_.rms_eps);
-      const float* z = s.z.row(t) + h * d;
-      for (int j = 0; j < d; ++j) o[j] *= ops::silu(z[j]);
+      float* z = s.z.row(t) + h * d;
+      kernels::silu_row(z, z, d);  // a head's gate is one row of silu (ggml's view of z)
+      for (int j = 0; j < d; ++j) o[j] *= z[j];
     }
   });
 

@@ -140,6 +140,8 @@ HParams read_hparams(const Reader& r, std::vector<std::string>& warnings) {
   }
 
   hp.conv_kernel = positive(r.get_u32(A + "ssm.conv_kernel"), A + "ssm.conv_kernel");
+  if (hp.conv_kernel > kMaxConvKernel)
+    throw ModelError(fmt::format("{}ssm.conv_kernel = {} exceeds the supported {}", A, hp.conv_kernel, kMaxConvKernel));
   hp.gdn_head_dim = positive(r.get_u32(A + "ssm.state_size"), A + "ssm.state_size");
   hp.gdn_v_heads = positive(r.get_u32(A + "ssm.time_step_rank"), A + "ssm.time_step_rank");
   hp.gdn_k_heads = positive(r.get_u32(A + "ssm.group_count"), A + "ssm.group_count");

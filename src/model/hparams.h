@@ -25,6 +25,9 @@ enum class Layout {
 };
 const char* layout_name(Layout l);
 
+// The longest GDN causal conv accepted (Qwen3.5/3.6 and Clover use 4).
+inline constexpr int kMaxConvKernel = 16;
+
 struct HParams {
   std::string arch;  // general.architecture, the metadata key prefix
   Layout layout = Layout::Qwen35Moe;
@@ -47,7 +50,7 @@ struct HParams {
   int gdn_k_heads = 0;   // H_k  (ssm.group_count)
   int gdn_v_heads = 0;   // H_v  (ssm.time_step_rank)
   int gdn_head_dim = 0;  // d_k = d_v (ssm.state_size)
-  int conv_kernel = 0;   // K    (ssm.conv_kernel)
+  int conv_kernel = 0;   // K    (ssm.conv_kernel), at most kMaxConvKernel
 
   // Mixture of experts.
   int n_expert = 0, n_expert_used = 0;

@@ -1,6 +1,6 @@
 // Mixture of experts with a gated shared expert (reference/qwen35moe-gguf.md 5.3).
 //
-//   p = softmax(Wr h) over all experts;  E = top-k(p);  w_e = p_e / sum_{E} p
+//   p = softmax(Wr h) over all experts (ggml's terms and sum: kernels/vecmath.h);  E = top-k(p);  w_e = p_e / sum_{E} p
 //   y = sum_{e in E} w_e down_e(silu(gate_e h) * up_e h)  +  sigmoid(w_sh . h) * down_sh(silu(gate_sh h) * up_sh h)
 //
 // Tokens are grouped by expert, so each expert's weights are read once per pass for all the
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/vecmath.h"
 #include "model/forward.h"
 #include "model/forward_scratch.h"
 #include "model/ops.h"
@@ -38,13 +39,9 @@ void Forward::moe_layer(int il, int T) {
   std::fill(s.expert_count.begin(), s.expert_count.end(), 0);
   for (int t = 0; t < T; ++t) {
     float* p = s.router.row(t);
-    float mx = *std::max_element(p, p + NE);
-    double sum = 0.0;
-    for (int e = 0; e < NE; ++e) {
-      p[e] = std::exp(p[e] - mx);
-      sum += p[e];
-    }
-    for (int e = 0; e < NE; ++e) p[e] = static_cast<float>(p[e] / sum);
+    const float mx = *std::max_element(p, p + NE);
+    const float inv_sum = static_cast<float>(1.0 / kernels::softmax_exp_row(p, p, NE, mx));
+    for (int e = 0; e < NE; ++e) p[e] *= inv_sum;
     int32_t* ch = &s.chosen[static_cast<size_t>(t) * k];
     // Top-k by probability; ties go to the lower expert id.
     for (int j = 0; j < k; ++j) ch[j] = -1;
@@ -56,9 +53,9 @@ void Forward::moe_layer(int il, int T) {
         ch[pos] = e;
       }
     }
-    float wsum = 0.f;
-    for (int j = 0; j < k; ++j) wsum += p[ch[j]];
-    wsum = std::max(wsum, 6.103515625e-5f);
+    double wsum_d = 0.0;  // in double, as ggml's row sum
+    for (int j = 0; j < k; ++j) wsum_d += static_cast<double>(p[ch[j]]);
+    const float wsum = std::max(static_cast<float>(wsum_d), 6.103515625e-5f);
     for (int j = 0; j < k; ++j) {
       s.chosen_w[static_cast<size_t>(t) * k + j] = p[ch[j]] / wsum;
       ++s.expert_count[ch[j]];
@@ -117,10 +114,13 @@ void Forward::moe_layer(int il, int T) {
       const ExpertTask& tk = s.tasks[i];
       float* g = s.ffn_gate.row(tk.out_row);
       float* u = s.ffn_up.row(tk.out_row);
-      kernels::matmul_selected(tk.gate, s.in_acts.get(tk.gate.type), tk.tokens, tk.n, g, ff_ld, tk.o_begin, tk.o_end);
-      kernels::matmul_selected(tk.up, s.in_acts.get(tk.up.type), tk.tokens, tk.n, u, ff_ld, tk.o_begin, tk.o_end);
-      for (int32_t r = 0; r < tk.n; ++r)
-        for (int64_t o = tk.o_begin; o < tk.o_end; ++o) g[r * ff_ld + o] = ops::silu(g[r * ff_ld + o]) * u[r * ff_ld + o];
+      // Routed experts sum as llama.cpp's MUL_MAT_ID does, the shared expert as its dense product.
+      const auto order = tk.out_row >= n_routed ? kernels::sum_order(tk.gate.type, tk.gate.rows, tk.gate.cols)
+                                                : kernels::SumOrder::VecDot;
+      kernels::matmul_selected(tk.gate, s.in_acts.get(tk.gate.type), tk.tokens, tk.n, g, ff_ld, tk.o_begin, tk.o_end, order);
+      kernels::matmul_selected(tk.up, s.in_acts.get(tk.up.type), tk.tokens, tk.n, u, ff_ld, tk.o_begin, tk.o_end, order);
+      const int64_t ff = tk.out_row >= n_routed ? hp_.n_ff_shexp : hp_.n_ff_exp;
+      for (int32_t r = 0; r < tk.n; ++r) kernels::swiglu_span(g + r * ff_ld, u + r * ff_ld, ff, tk.o_begin, tk.o_end);
     }
   });
 
@@ -141,7 +141,8 @@ void Forward::moe_layer(int il, int T) {
       const bool is_shared = static_cast<size_t>(i) >= n_routed_down;
       const kernels::ActRows& a = is_shared ? s.acts2 : s.acts;
       const int32_t first = is_shared ? 0 : tk.out_row;
-      kernels::matmul_selected(tk.down, a, s.iota.data() + first, tk.n, s.ffn_down.row(tk.out_row), E, tk.o_begin, tk.o_end);
+      kernels::matmul_selected(tk.down, a, s.iota.data() + first, tk.n, s.ffn_down.row(tk.out_row), E, tk.o_begin, tk.o_end,
+                               is_shared ? kernels::sum_order(tk.down.type, tk.down.rows, tk.down.cols) : kernels::SumOrder::VecDot);
     }
   });
 

@@ -1,33 +1,41 @@
-// Small element-wise and per-row operations of the forward pass. Plain loops that the compiler
-// vectorises; the heavy lifting (matmuls) lives in kernels/. Numerics follow ggml-cpu where that
-// matters for matching llama.cpp (sums of squares in double, rope angles by repeated products).
+// Small element-wise and per-row operations of the forward pass. Plain loops; the heavy lifting
+// (matmuls, exp-based activations over rows) lives in kernels/. Numerics follow ggml-cpu where
+// that matters for matching llama.cpp: sums of squares are float products added in double, the
+// GDN L2 norm is ggml's rms_norm(x, eps / n) * (1 / sqrt(n)), softplus is log(1 + exp(x)), rope
+// angles are repeated products and its rotation fuses one product of each output.
 #pragma once
 #include <cmath>
 #include <cstdint>
 
 namespace clover::model::ops {
 
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+inline float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
+
+// Sum of squares as ggml-cpu's norms add it: each square rounded to float, the sum in double.
+inline double sum_squares(const float* x, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  return sum;
+}
 
 // y = x / sqrt(mean(x^2) + eps) * w   (w may be null: no weight). In place allowed.
 inline void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
+  const float mean = static_cast<float>(sum_squares(x, n) / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
   if (w)
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
   else
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
 }
 
-// x / sqrt(sum(x^2) + eps), in place (GDN q/k normalisation).
+// x / sqrt(sum(x^2) + eps), in place (GDN q/k normalisation), computed as llama.cpp builds it:
+// rms_norm with eps / n, then a product with 1 / sqrt(n).
 inline void l2_norm(float* x, int64_t n, float eps) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  const float scale = 1.0f / std::sqrt(static_cast<float>(sum) + eps);
-  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+  const float fn = static_cast<float>(n);
+  rms_norm(x, nullptr, x, n, eps / fn);
+  const float inv_sqrt_n = 1.0f / std::sqrt(fn);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv_sqrt_n;
 }
 
 // NEOX rotary embedding of the first n_rot dims of one head at position pos: pairs (i, i + n_rot/2).
@@ -40,8 +48,8 @@ inline void rope_neox(float* x, int n_rot, int64_t pos, float freq_base) {
   for (int i = 0; i < half; ++i) {
     const float c = std::cos(theta), s = std::sin(theta);
     const float x0 = x[i], x1 = x[i + half];
-    x[i] = x0 * c - x1 * s;
-    x[i + half] = x0 * s + x1 * c;
+    x[i] = std::fma(x0, c, -(x1 * s));  // the products fused as GCC contracts ggml's rotation
+    x[i + half] = std::fma(x0, s, x1 * c);
     theta *= theta_scale;
   }
 }

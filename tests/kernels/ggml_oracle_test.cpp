@@ -2,10 +2,13 @@
 // installs (npm test tooling, see tools/oracle). Skipped when they are not installed.
 //
 // Checked: fp16 / bf16 conversion, the file quantisers (quantize_row_q4_0_ref / q8_0_ref), the
-// x86 activation quantiser of ggml-cpu (quantize_row_q8_0), and the Q4_0 / Q8_0 dot products.
+// x86 activation quantiser of ggml-cpu (quantize_row_q8_0), the Q4_0 / Q8_0 dot products, the
+// element-wise math (silu, swiglu, softmax terms: kernels/vecmath.h), the row dot products of
+// SumOrder::VecDot (F32 / F16 / BF16), and the gated delta rule step's dot products.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <cmath>
@@ -15,7 +18,9 @@
 #include <vector>
 
 #include "kernels/convert.h"
+#include "kernels/gdn.h"
 #include "kernels/matmul.h"
+#include "kernels/vecmath.h"
 
 namespace clover::kernels {
 namespace {
@@ -32,6 +37,12 @@ struct Ggml {
   void (*q8_0_act)(const float*, void*, int64_t) = nullptr;
   void (*dot_q4_0)(int, float*, size_t, const void*, size_t, const void*, size_t, int) = nullptr;
   void (*dot_q8_0)(int, float*, size_t, const void*, size_t, const void*, size_t, int) = nullptr;
+  void (*dot_f32)(int, float*, size_t, const float*, size_t, const float*, size_t, int) = nullptr;
+  void (*dot_f16)(int, float*, size_t, const uint16_t*, size_t, const uint16_t*, size_t, int) = nullptr;
+  void (*dot_bf16)(int, float*, size_t, const uint16_t*, size_t, const uint16_t*, size_t, int) = nullptr;
+  void (*silu)(int, float*, const float*) = nullptr;
+  void (*swiglu)(int, float*, const float*, const float*) = nullptr;
+  double (*soft_max)(int, float*, const float*, float) = nullptr;
   std::string why;
 
   Ggml() {
@@ -58,9 +69,16 @@ struct Ggml {
     q8_0_act = reinterpret_cast<decltype(q8_0_act)>(dlsym(cpu, "quantize_row_q8_0"));
     dot_q4_0 = reinterpret_cast<decltype(dot_q4_0)>(dlsym(cpu, "ggml_vec_dot_q4_0_q8_0"));
     dot_q8_0 = reinterpret_cast<decltype(dot_q8_0)>(dlsym(cpu, "ggml_vec_dot_q8_0_q8_0"));
+    dot_f32 = reinterpret_cast<decltype(dot_f32)>(dlsym(cpu, "ggml_vec_dot_f32"));
+    dot_f16 = reinterpret_cast<decltype(dot_f16)>(dlsym(cpu, "ggml_vec_dot_f16"));
+    dot_bf16 = reinterpret_cast<decltype(dot_bf16)>(dlsym(cpu, "ggml_vec_dot_bf16"));
+    silu = reinterpret_cast<decltype(silu)>(dlsym(cpu, "ggml_vec_silu_f32"));
+    swiglu = reinterpret_cast<decltype(swiglu)>(dlsym(cpu, "ggml_vec_swiglu_f32"));
+    soft_max = reinterpret_cast<decltype(soft_max)>(dlsym(cpu, "ggml_vec_soft_max_f32"));
     auto init = reinterpret_cast<void (*)()>(dlsym(cpu, "ggml_cpu_init"));
     if (init) init();
-    if (!fp32_to_fp16 || !fp32_to_bf16 || !q4_0_ref || !q8_0_ref || !q8_0_act || !dot_q4_0 || !dot_q8_0) {
+    if (!fp32_to_fp16 || !fp32_to_bf16 || !q4_0_ref || !q8_0_ref || !q8_0_act || !dot_q4_0 || !dot_q8_0 || !dot_f32 ||
+        !dot_f16 || !dot_bf16 || !silu || !swiglu || !soft_max) {
       why = "ggml symbols missing";
     }
   }
@@ -164,10 +182,127 @@ TEST(GgmlOracle, QuantisedDotsMatchWithinFloatOrder) {
         float want = 0;
         (t == DType::Q4_0 ? ggml().dot_q4_0 : ggml().dot_q8_0)(static_cast<int>(cols), &want, 0, w.data() + o * rb, 0,
                                                                a.row(0), 0, 1);
-        EXPECT_NEAR(y[o], want, 2e-5f * (1.0f + std::fabs(want)))
-            << dtype_name(t) << " " << isa_name(isa) << " row " << o;
+        if (t == DType::Q8_0 && isa == Isa::Avx512)  // ggml's own order (matmul_avx512.cpp)
+          EXPECT_EQ(y[o], want) << "Q8_0 avx512 row " << o;
+        else
+          EXPECT_NEAR(y[o], want, 2e-5f * (1.0f + std::fabs(want)))
+              << dtype_name(t) << " " << isa_name(isa) << " row " << o;
       }
     }
+  }
+}
+
+
+// Values for the element-wise math: ordinary ones, large and tiny magnitudes (exp over- and
+// underflow, the polynomial's range limits), zeros.
+std::vector<float> activation_values(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (rng() % 16) {
+      case 0: x[i] = 0.0f; break;
+      case 1: x[i] = (rng() % 2 ? 1.0f : -1.0f) * static_cast<float>(80 + rng() % 60); break;
+      case 2: x[i] = nd(rng) * 1e-8f; break;
+      default: x[i] = nd(rng);
+    }
+  }
+  return x;
+}
+
+template <class T>
+bool same_bits(const T& a, const T& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+}
+
+TEST(GgmlOracle, SiluSwigluAndSoftmaxTermsAreBitIdentical) {
+  REQUIRE_GGML();
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (static_cast<int>(isa) > static_cast<int>(isa_best())) continue;
+    isa_force(isa);
+    for (int n : {1, 7, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 256, 1000}) {
+      const std::vector<float> x = activation_values(n, 100 + n), g = activation_values(n, 200 + n);
+      std::vector<float> ours(n), theirs(n);
+      silu_row(ours.data(), x.data(), n);
+      ggml().silu(n, theirs.data(), x.data());
+      EXPECT_TRUE(same_bits(ours, theirs)) << "silu n " << n << " " << isa_name(isa);
+      ours = x;
+      swiglu_span(ours.data(), g.data(), n, 0, n);
+      ggml().swiglu(n, theirs.data(), x.data(), g.data());
+      EXPECT_TRUE(same_bits(ours, theirs)) << "swiglu n " << n << " " << isa_name(isa);
+      const float mx = *std::max_element(x.begin(), x.end());
+      const double s_ours = softmax_exp_row(ours.data(), x.data(), n, mx);
+      const double s_theirs = ggml().soft_max(n, theirs.data(), x.data(), mx);
+      EXPECT_TRUE(same_bits(ours, theirs)) << "softmax terms n " << n << " " << isa_name(isa);
+      EXPECT_EQ(s_ours, s_theirs) << "softmax sum n " << n << " " << isa_name(isa);
+    }
+  }
+  isa_force(isa_best());
+}
+
+TEST(GgmlOracle, VecDotOrderIsBitIdentical) {
+  REQUIRE_GGML();
+  if (isa_best() != Isa::Avx512) GTEST_SKIP() << "SumOrder::VecDot is followed by the AVX-512 path only";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t cols : {8, 32, 40, 63, 64, 100, 128, 200, 2048 + 96}) {
+      const int64_t rows = 5;
+      std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(cols));
+      for (float& v : wf) v = nd(rng);
+      for (float& v : x) v = nd(rng);
+      const size_t rb = dtype_row_bytes(t, cols);
+      std::vector<uint8_t> w(rb * rows);
+      for (int64_t o = 0; o < rows; ++o) quantize_row(t, wf.data() + o * cols, w.data() + o * rb, cols);
+      ActRows a;
+      a.convert(x.data(), 1, cols, cols, activation_type(t));
+      const MatRef m{t, w.data(), rows, cols, rb};
+      std::vector<float> y(static_cast<size_t>(rows));
+      matmul(m, a, y.data(), rows, 0, rows, SumOrder::VecDot);
+      for (int64_t o = 0; o < rows; ++o) {
+        float want = 0;
+        const void* wr = w.data() + o * rb;
+        if (t == DType::F32)
+          ggml().dot_f32(static_cast<int>(cols), &want, 0, static_cast<const float*>(wr), 0,
+                         static_cast<const float*>(a.row(0)), 0, 1);
+        else
+          (t == DType::F16 ? ggml().dot_f16 : ggml().dot_bf16)(static_cast<int>(cols), &want, 0,
+                                                               static_cast<const uint16_t*>(wr), 0,
+                                                               static_cast<const uint16_t*>(a.row(0)), 0, 1);
+        EXPECT_EQ(y[o], want) << dtype_name(t) << " cols " << cols << " row " << o;
+      }
+    }
+  }
+}
+
+// The gated delta rule's dot products are ggml_vec_dot_f32's (including its tail of groups of 8
+// and fused multiply-adds), its update ggml_vec_mad_f32's fused multiply-add: one step written
+// with ggml's own dot gives gdn_step's bits.
+TEST(GgmlOracle, GdnStepUsesGgmlDotProducts) {
+  REQUIRE_GGML();
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t d : {8, 32, 40, 64, 96, 128}) {
+    std::vector<float> S(static_cast<size_t>(d * d)), q(d), k(d), v(d), o(d), S2, o2(d);
+    for (float& e : S) e = nd(rng);
+    for (auto* vec : {&q, &k, &v})
+      for (float& e : *vec) e = nd(rng) * 0.2f;
+    const float decay = 0.9f, beta = 0.4f, scale = 1.0f / std::sqrt(static_cast<float>(d));
+    S2 = S;
+    gdn_step(S.data(), q.data(), k.data(), v.data(), decay, beta, scale, d, o.data());
+    for (int64_t j = 0; j < d; ++j) {
+      float* row = S2.data() + j * d;
+      for (int64_t i = 0; i < d; ++i) row[i] *= decay;
+      float sk = 0;
+      ggml().dot_f32(static_cast<int>(d), &sk, 0, row, 0, k.data(), 0, 1);
+      const float delta = (v[j] - sk) * beta;
+      for (int64_t i = 0; i < d; ++i) row[i] = std::fma(k[i], delta, row[i]);
+      float sq = 0;
+      ggml().dot_f32(static_cast<int>(d), &sq, 0, row, 0, q.data(), 0, 1);
+      o2[j] = sq * scale;
+    }
+    EXPECT_TRUE(same_bits(o, o2)) << "output, d " << d;
+    EXPECT_TRUE(same_bits(S, S2)) << "state, d " << d;
   }
 }
 
