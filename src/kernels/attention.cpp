@@ -53,6 +53,7 @@ void round_query(DType k_type, float* q, int hd) {
 
 void attention(const AttentionRows& rows, int hd, float scale, const KvHeadRef& k, const KvHeadRef& v,
                AttentionScratch& scratch) {
+  if (attention_exact_fits(k, v, hd)) return attention_exact(rows, hd, scale, k, v, scratch);
   switch (isa_active()) {
     case Isa::Avx512:
       return avx512::attention_tiled(rows, hd, scale, k, v, scratch);

@@ -42,7 +42,8 @@ struct AttentionRows {
   int n = 0;
 };
 
-// Working memory of one thread. Its size depends on head_dim only, never on the context length.
+// Working memory of one thread. For the tiled kernel its size depends on head_dim only, never on
+// the context length; the exact path keeps one row of scores.
 struct AttentionScratch {
   int head_dim = 0;
   std::vector<float> q;     // [kAttnMaxRows][hd]    rounded queries
@@ -52,6 +53,8 @@ struct AttentionScratch {
   std::vector<float> acc;   // [kAttnMaxRows][hdp]   running output
   std::vector<float> row;   // [16][hdp]             16 converted K rows, before the transpose
   std::vector<float> m, l;  // [kAttnMaxRows]        running max and sum
+  std::vector<float> scores;  // exact path: one row's scores (grows to the longest key count seen)
+  std::vector<float> lanes;   // exact path: [16][hd] lane accumulators of the value pass
   void reserve(int hd);
 };
 
@@ -62,7 +65,19 @@ bool kv_type_fits(DType t, int head_dim);
 // Rounds a query row to the activation type of a K cache of type `k_type` (in place).
 void round_query(DType k_type, float* q, int head_dim);
 
-// Tiled attention on the active instruction set (kernels::isa_active()).
+// Exact attention: llama.cpp's non-flash attention with an F32 KV cache (its "exact mode"),
+// reproduced step for step so that logits compare bit for bit: scores as its kq product sums them
+// (ggml_vec_dot_f32: the queries are a permuted view, which tinyBLAS declines), scaled; the softmax terms
+// and sum as ggml's soft_max (kernels/vecmath.h), probabilities times float(1 / sum); the output as
+// tinyBLAS's kqv product (lane l of each dim takes the keys j = l mod 16 in order, then the tree).
+// Two passes over a row's scores, so its scratch grows with the key count (4 bytes a key). Used by
+// attention() for F32 caches whose head_dim is a multiple of 16 (attention_exact_fits).
+bool attention_exact_fits(const KvHeadRef& k, const KvHeadRef& v, int head_dim);
+void attention_exact(const AttentionRows& rows, int head_dim, float scale, const KvHeadRef& k, const KvHeadRef& v,
+                     AttentionScratch& scratch);
+
+// Attention on the active instruction set (kernels::isa_active()): the exact path for F32 caches,
+// the tiled kernel otherwise.
 void attention(const AttentionRows& rows, int head_dim, float scale, const KvHeadRef& k, const KvHeadRef& v,
                AttentionScratch& scratch);
 

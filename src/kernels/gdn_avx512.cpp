@@ -24,20 +24,7 @@ inline float reduce(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 
 // The row operations of this instruction set, for gdn_rows (gdn_internal.h).
 struct Avx512Ops {
-  // ggml_vec_dot_f32 (AVX-512 build): 4 x 16 fused lanes per 64 values, then (0 + 2) + (1 + 3),
-  // the lane tree l + 8, + 4, + 2, + 1, then the tail (dot_tail).
-  static float dot(const float* x, const float* y, int64_t n) {
-    const int64_t np = n & ~int64_t{63};
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t i = 0; i < np; i += 64) {
-      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
-      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
-      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
-      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
-    }
-    float s = reduce(a0, a1, a2, a3);
-    return dot_tail(x, y, np, n, s);
-  }
+  static float dot(const float* x, const float* y, int64_t n) { return vec_dot_f32_avx512(x, y, n); }
 
   static void scale_row(float* row, float decay, int64_t d) {
     const __m512 m = _mm512_set1_ps(decay);

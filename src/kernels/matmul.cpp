@@ -2,6 +2,7 @@
 #include "kernels/matmul.h"
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -81,6 +82,27 @@ void ActRows::convert(const float* x, int64_t n_rows, int64_t cols, int64_t x_st
     }
   }
 }
+
+// ---- ggml_vec_dot_f32's order, the scalar twin (matmul_internal.h) --------------------------
+
+namespace detail {
+
+float vec_dot_f32_ref(const float* x, const float* y, int64_t n) {
+  constexpr int kLanes = 16;
+  const int64_t np = n / 64 * 64;
+  float acc[4][kLanes] = {};
+  for (int64_t i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < kLanes; ++l) acc[j][l] = std::fma(x[i + kLanes * j + l], y[i + kLanes * j + l], acc[j][l]);
+  float b[kLanes];
+  for (int l = 0; l < kLanes; ++l) b[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  float a8[8], a4[4];
+  for (int i = 0; i < 8; ++i) a8[i] = b[i] + b[i + 8];
+  for (int i = 0; i < 4; ++i) a4[i] = a8[i] + a8[i + 4];
+  return dot_tail(x, y, np, n, (a4[0] + a4[2]) + (a4[1] + a4[3]));
+}
+
+}  // namespace detail
 
 // ---- scalar reference ----------------------------------------------------------------------
 

@@ -236,22 +236,14 @@ constexpr std::array<TileFn, sizeof...(NA)> tile_table(std::integer_sequence<int
   return {&tile<T, NW, NA + 1>...};
 }
 
-// ggml's row dot products (SumOrder::VecDot). F32: ggml_vec_dot_f32, as F16 below but the sum
-// stays in float and the tail is dot_tail's. F16: ggml_vec_dot_f16, 4 accumulators of 16 lanes
+// ggml's row dot products (SumOrder::VecDot). F32: ggml_vec_dot_f32 (vec_dot_f32_avx512 below).
+// F16: ggml_vec_dot_f16, 4 accumulators of 16 lanes
 // over each 64 values, added (0 + 2) + (1 + 3), the lanes by _mm512_reduce_add_ps, the tail's
 // products added in double. BF16: ggml_vec_dot_bf16, 2 vdpbf16ps accumulators over each 64
 // values, each reduced and added in double, the tail likewise.
 template <DType T>
 constexpr bool kQuantType = T == DType::Q4_0 || T == DType::Q8_0;
 
-float vec_dot_f32(const float* x, const float* y, int64_t n) {
-  const int64_t np = n & ~int64_t{63};
-  __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-  for (int64_t i = 0; i < np; i += 64)
-    for (int j = 0; j < 4; ++j) s[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * j), _mm512_loadu_ps(y + i + 16 * j), s[j]);
-  const float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[2]), _mm512_add_ps(s[1], s[3])));
-  return dot_tail(x, y, np, n, sum);
-}
 
 float vec_dot_f16(const uint16_t* x, const uint16_t* y, int64_t n) {
   const int64_t np = n & ~int64_t{63};
@@ -288,7 +280,7 @@ void run_vec_dot(const MatmulCall& c) {
     const auto* a = static_cast<const E*>(c.acts->row(c.act_index(i)));
     for (int64_t o = c.o_begin; o < c.o_end; ++o) {
       const auto* w = reinterpret_cast<const E*>(wbase + static_cast<size_t>(o) * c.w->row_stride);
-      if constexpr (T == DType::F32) c.y[i * c.ldy + o] = vec_dot_f32(w, a, c.w->cols);
+      if constexpr (T == DType::F32) c.y[i * c.ldy + o] = vec_dot_f32_avx512(w, a, c.w->cols);
       else if constexpr (T == DType::F16) c.y[i * c.ldy + o] = vec_dot_f16(w, a, c.w->cols);
       else c.y[i * c.ldy + o] = vec_dot_bf16(w, a, c.w->cols);
     }
@@ -449,6 +441,15 @@ void run_type(const MatmulCall& c) {
 }
 
 }  // namespace
+
+float vec_dot_f32_avx512(const float* x, const float* y, int64_t n) {
+  const int64_t np = n & ~int64_t{63};
+  __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; ++j) s[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * j), _mm512_loadu_ps(y + i + 16 * j), s[j]);
+  const float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[2]), _mm512_add_ps(s[1], s[3])));
+  return dot_tail(x, y, np, n, sum);
+}
 
 void convert_q8_0_avx512(const float* x, int64_t cols, BlockQ8_0* row, uint8_t* packed) {
   const int64_t nb = cols / kQK;

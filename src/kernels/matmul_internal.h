@@ -18,6 +18,13 @@ inline float dot_tail(const float* x, const float* y, int64_t i, int64_t n, floa
   return s;
 }
 
+// ggml_vec_dot_f32 (AVX-512 build): 4 accumulators of 16 lanes of fused multiply-adds over each
+// 64 values, added (0 + 2) + (1 + 3), the 16 lanes in the tree l + 8, + 4, then (0 + 2) + (1 + 3),
+// then dot_tail. The scalar twin and the AVX-512 path give the same bits. (SumOrder::VecDot for
+// F32 weights, the gated delta rule's dot products, the exact attention's scores.)
+float vec_dot_f32_ref(const float* x, const float* y, int64_t n);
+float vec_dot_f32_avx512(const float* x, const float* y, int64_t n);
+
 // A call of matmul or matmul_selected: output row i uses activation row (sel ? sel[i] : i).
 struct MatmulCall {
   const MatRef* w;

@@ -136,10 +136,11 @@ TEST_P(AttentionKernel, RowResultIndependentOfTheOtherRows) {
     for (int d = 0; d < hd; ++d) ASSERT_EQ(all.o[r][d], parts.o[r][d]) << "row " << r << " dim " << d;
 }
 
+// The tiled kernel (caches other than F32: the F32 cache takes the exact path).
 TEST(AttentionKernelEdges, NoKeysGivesZerosAndScratchDoesNotGrowWithKeys) {
   std::mt19937 rng(5);
   const int hd = 16;
-  Cache k(DType::F32, hd, 1, 5000, rng, 1.0f), v(DType::F32, hd, 1, 5000, rng, 1.0f);
+  Cache k(DType::F16, hd, 1, 5000, rng, 1.0f), v(DType::F16, hd, 1, 5000, rng, 1.0f);
   Rows rows(2, hd, rng);
   rows.n_keys = {0, 5000};
   AttentionScratch scratch;
@@ -147,6 +148,31 @@ TEST(AttentionKernelEdges, NoKeysGivesZerosAndScratchDoesNotGrowWithKeys) {
   for (int d = 0; d < hd; ++d) EXPECT_EQ(rows.o[0][d], 0.0f);
   const size_t held = scratch.kt.capacity() + scratch.vt.capacity() + scratch.p.capacity() + scratch.acc.capacity();
   EXPECT_EQ(held, static_cast<size_t>(hd) * kAttnKeyTile * 2 + static_cast<size_t>(kAttnMaxRows) * (kAttnKeyTile + hd));
+}
+
+// The exact path (F32 cache, head_dim a multiple of 16): no keys give zeros, and every ISA gives
+// the scalar twin's bits.
+TEST(AttentionKernelEdges, ExactPathIsIsaInvariant) {
+  std::mt19937 rng(8);
+  const int hd = 64;
+  Cache k(DType::F32, hd, 1, 700, rng, 2.0f), v(DType::F32, hd, 1, 700, rng, 1.0f);
+  ASSERT_TRUE(attention_exact_fits(k.head(0), v.head(0), hd));
+  Rows base(5, hd, rng);
+  base.n_keys = {0, 1, 17, 333, 700};
+  std::vector<std::vector<std::vector<float>>> outs;
+  for (Isa isa : kIsas) {
+    if (!isa_available(isa)) continue;
+    isa_force(isa);
+    Rows r = base;
+    r.qp.clear(), r.op.clear();
+    for (int i = 0; i < 5; ++i) r.qp.push_back(r.q[i].data()), r.op.push_back(r.o[i].data());
+    AttentionScratch scratch;
+    attention(r.view(0, 5), hd, 0.125f, k.head(0), v.head(0), scratch);
+    outs.push_back(r.o);
+  }
+  isa_force(isa_best());
+  for (int d = 0; d < hd; ++d) EXPECT_EQ(outs[0][0][d], 0.0f);
+  for (size_t i = 1; i < outs.size(); ++i) EXPECT_EQ(outs[i], outs[0]) << "ISA " << i;
 }
 
 TEST(AttentionKernelEdges, KvTypeFitsHeadDim) {

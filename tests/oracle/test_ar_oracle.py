@@ -144,13 +144,12 @@ class ArMatchesLlamaCpp(unittest.TestCase):
                                   "--gdn-v-heads", "8", "--expert-ff", "128"], 1e-4)
 
     # Reduced-precision weights: llama.cpp rounds each matmul input to the weight's activation type
-    # (F16, BF16, Q8_0 blocks) and so does the engine, so an ulp of difference in the float parts
-    # before a product can round an input the other way and move later logits. The engine
-    # computes those parts in ggml-cpu's order (docs/oracle.md): the Gated DeltaNet layers, the
-    # experts and the norms give llama.cpp's bits, the attention core differs by an ulp, which
-    # these bounds absorb. Measured with this prompt: F16 7.6e-4, BF16 3.1e-3, Q8_0 0 (identical
-    # logits), Q4_0 0.047 (its products are summed in another order than llama.cpp's repacked
-    # Q4_0 kernels; docs/oracle.md).
+    # (F16, BF16, Q8_0 blocks) and so does the engine, so a float difference of one ulp before a
+    # product can round an input the other way and move later logits. The engine computes every
+    # float part in ggml-cpu's order (docs/oracle.md), and with the exact F32 cache its logits are
+    # llama.cpp's bit for bit for F32, F16, BF16 and Q8_0 weights. Q4_0 products are summed in
+    # another order than llama.cpp's repacked Q4_0 kernels (measured 0.047 here). The bounds are
+    # the issue's.
     def test_f16(self):
         self.check_model("f16", ["--type", "f16"], 5e-3)
 
