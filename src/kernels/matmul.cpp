@@ -23,30 +23,6 @@ DType activation_type(DType weight_type) {
   }
 }
 
-namespace {
-
-// Writes one Q8_0 activation row in the packed layout of matmul_internal.h.
-void pack_q8_0_row(const BlockQ8_0* blocks, int64_t n_blocks, uint8_t* dst) {
-  for (int64_t g = 0; g * 4 < n_blocks; ++g, dst += detail::kPackGroupBytes) {
-    uint8_t* lo = dst;
-    uint8_t* hi = dst + 64;
-    int32_t lsum[16] = {};
-    float d[16] = {};
-    std::memset(dst, 0, 128);
-    for (int k = 0; k < 4 && g * 4 + k < n_blocks; ++k) {
-      const BlockQ8_0& b = blocks[g * 4 + k];
-      std::memcpy(lo + 16 * k, b.qs, 16);
-      std::memcpy(hi + 16 * k, b.qs + 16, 16);
-      for (int j = 0; j < 16; ++j) lsum[4 * k + j / 4] += b.qs[j] + b.qs[16 + j];
-      for (int j = 0; j < 4; ++j) d[4 * k + j] = fp16_to_fp32(b.d);
-    }
-    std::memcpy(dst + 128, lsum, sizeof lsum);
-    std::memcpy(dst + 192, d, sizeof d);
-  }
-}
-
-}  // namespace
-
 void ActRows::convert(const float* x, int64_t n_rows, int64_t cols, int64_t x_stride, DType type) {
   if (type != activation_type(type)) throw std::invalid_argument("ActRows: not an activation type");
   if (cols % dtype_block_size(type) != 0) throw std::invalid_argument("ActRows: cols not a multiple of the block");
@@ -54,25 +30,19 @@ void ActRows::convert(const float* x, int64_t n_rows, int64_t cols, int64_t x_st
   rows_ = n_rows;
   cols_ = cols;
   row_bytes_ = dtype_row_bytes(type, cols);
-  size_t need = static_cast<size_t>(n_rows) * row_bytes_;
-  const bool packed = type == DType::Q8_0;
-  if (packed) need += detail::kPackAlign + static_cast<size_t>(n_rows) * detail::packed_row_bytes(cols);
+  const size_t need = static_cast<size_t>(n_rows) * row_bytes_;
   if (buf_.size() < need) buf_.resize(need);
 
-  uint8_t* pbase = packed ? detail::place_packed_rows(buf_.data() + static_cast<size_t>(n_rows) * row_bytes_) : nullptr;
   const bool simd = isa_active() == Isa::Avx512;
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* src = x + r * x_stride;
     uint8_t* dst = buf_.data() + static_cast<size_t>(r) * row_bytes_;
     if (type == DType::Q8_0) {
       auto* blocks = reinterpret_cast<BlockQ8_0*>(dst);
-      uint8_t* prow = pbase + static_cast<size_t>(r) * detail::packed_row_bytes(cols);
-      if (simd) {
-        detail::convert_q8_0_avx512(src, cols, blocks, prow);
-      } else {
+      if (simd)
+        detail::convert_q8_0_avx512(src, cols, blocks);
+      else
         quantize_row_q8_0_activation(src, blocks, cols);
-        pack_q8_0_row(blocks, cols / kQK, prow);
-      }
     } else if (type == DType::F16 && isa_active() != Isa::Scalar) {
       detail::convert_f16_f16c(src, cols, reinterpret_cast<uint16_t*>(dst));
     } else if (type == DType::BF16 && isa_active() != Isa::Scalar) {
@@ -100,6 +70,42 @@ float vec_dot_f32_ref(const float* x, const float* y, int64_t n) {
   for (int i = 0; i < 8; ++i) a8[i] = b[i] + b[i + 8];
   for (int i = 0; i < 4; ++i) a4[i] = a8[i] + a8[i + 4];
   return dot_tail(x, y, np, n, (a4[0] + a4[2]) + (a4[1] + a4[3]));
+}
+
+float q8_0_dot_lanes8_ref(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d);
+    for (int l = 0; l < 8; ++l) {
+      int32_t sum = 0;
+      for (int k = 4 * l; k < 4 * l + 4; ++k) sum += w[b].qs[k] * a[b].qs[k];
+      acc[l] = std::fma(d, static_cast<float>(sum), acc[l]);
+    }
+  }
+  return hsum8_ref(acc);
+}
+
+float q4_0_dot_lanes8_ref(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d);
+    for (int l = 0; l < 8; ++l) {
+      int32_t sum = 0;
+      for (int k = 4 * l; k < 4 * l + 4; ++k) sum += q4_0_value(w[b], k) * a[b].qs[k];
+      acc[l] = std::fma(d, static_cast<float>(sum), acc[l]);
+    }
+  }
+  return hsum8_ref(acc);
+}
+
+float q4_0_dot_blocks_ref(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sum = 0;
+    for (int k = 0; k < kQK; ++k) sum += q4_0_value(w[b], k) * a[b].qs[k];
+    acc = std::fma(static_cast<float>(sum), fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d), acc);
+  }
+  return acc;
 }
 
 }  // namespace detail

@@ -4,14 +4,8 @@
 // element. Every output element sees exactly the same instruction sequence whatever NW and NA
 // are, and the final lane reduction is fixed, so results are batch-invariant.
 //
-// Q4_0: a group of 4 weight blocks (128 values) is loaded with two unaligned loads and
-// rearranged with vpermt2b into "bytes 0..15 of blocks 0..3" (lo) and "bytes 16..31" (hi),
-// matching the packed activation layout (matmul_internal.h). vpdpbusd needs an unsigned left
-// operand: a Q4_0 nibble is value + 8, and 8 * sum(a) is subtracted, using the per-lane sums
-// stored with the packed activations. The int32 lane sums are exact; per lane,
-// acc = fma(float(lane), d_w * d_a, acc).
-//
-// Q8_0 follows ggml's order exactly (tile_q8_lanes8): 8 lanes per block, as its x86 kernels.
+// Q4_0 and Q8_0 follow llama.cpp's x86 orders exactly (matmul_internal.h): Q8_0 in 8 lanes per
+// block (tile_q8_lanes8), Q4_0 with one exact block sum per output (tile_q4_0_blocks).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -27,41 +21,12 @@ namespace clover::kernels::detail {
 namespace {
 
 constexpr int kNW = 4;       // weight rows per micro-kernel
-constexpr int kNAQuant = 4;  // activation rows per micro-kernel, quantised weights
 constexpr int kNAFloat = 4;  // activation rows per micro-kernel, float weights
 constexpr size_t kPrefetchLead = 2048;  // bytes into the next tile the prefetch stream runs ahead
 
 #define CLOVER_INLINE inline __attribute__((always_inline))
 // The tile loops over NW / NA must become straight-line code with the accumulators in registers.
 #define CLOVER_UNROLL _Pragma("GCC unroll 16")
-
-// Byte k of the result picks byte idx[k] of the 128-byte pair (a, b) of vpermt2b.
-template <int Stride, int Offset>
-constexpr std::array<uint8_t, 64> block_half_index() {
-  std::array<uint8_t, 64> idx{};
-  for (int k = 0; k < 4; ++k) {
-    for (int j = 0; j < 16; ++j) idx[16 * k + j] = static_cast<uint8_t>(Stride * k + Offset + j);
-  }
-  return idx;
-}
-// Word k (k < 16) picks the fp16 scale of block k / 4; words are 2-byte units of the pair (a, b).
-template <int Stride>
-constexpr std::array<uint16_t, 32> block_scale_index() {
-  std::array<uint16_t, 32> idx{};
-  for (int k = 0; k < 16; ++k) idx[k] = static_cast<uint16_t>(Stride * (k / 4) / 2);
-  return idx;
-}
-
-alignas(64) constexpr auto kQ4Qs = block_half_index<18, 2>();    // qs of Q4_0 blocks 0..3
-alignas(64) constexpr auto kQ4D = block_scale_index<18>();
-
-CLOVER_INLINE __m512i load_idx(const void* p) { return _mm512_load_si512(p); }
-
-// The first `avail` bytes at p (0..64); nothing past them is touched.
-CLOVER_INLINE __m512i load_bytes(const uint8_t* p, int64_t avail) {
-  const __mmask64 m = avail <= 0 ? 0 : avail >= 64 ? ~__mmask64{0} : (__mmask64{1} << avail) - 1;
-  return _mm512_maskz_loadu_epi8(m, p);
-}
 
 // Software prefetch for decoding, where weights stream from DRAM: while a tile of kNW rows is
 // computed, the next tile (the next kNW rows, contiguous in a weight matrix) is fetched at the
@@ -72,85 +37,6 @@ template <int64_t Bytes>
 CLOVER_INLINE void prefetch_span(const uint8_t* p) {
   CLOVER_UNROLL
   for (int64_t l = 0; l < Bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
-}
-
-// One group of 4 blocks of one weight row, ready for vpdpbusd against packed activations.
-struct WGroup {
-  __m512i lo, hi;  // unsigned (biased) weight bytes
-  __m512 d;        // lane j: scale of block j / 4
-};
-
-template <bool Tail>
-CLOVER_INLINE WGroup load_q4_0(const uint8_t* wp, int64_t avail) {
-  __m512i a, b;
-  if constexpr (Tail) {
-    a = load_bytes(wp, avail);  // at most 3 blocks = 54 bytes
-    b = _mm512_setzero_si512();
-  } else {
-    a = _mm512_loadu_si512(wp);
-    b = _mm512_zextsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wp + 64)));
-  }
-  const __m512i qs = _mm512_permutex2var_epi8(a, load_idx(kQ4Qs.data()), b);
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
-  WGroup g;
-  g.lo = _mm512_and_si512(qs, m4);
-  g.hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
-  g.d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(load_idx(kQ4D.data()), a)));
-  return g;
-}
-
-// Weight row by weight row (3 registers each), against every activation row; activation bytes
-// and scales are read from L1 as memory operands to leave the registers to the 4 x NA
-// accumulators (GCC 12 still spills a few at NA = 4; NA = 3 measured the same).
-template <DType T, int NW, int NA, bool Tail>
-CLOVER_INLINE void quant_group(const uint8_t* const* w, const uint8_t* const* a, int64_t g, int64_t avail,
-                               __m512 (&acc)[NW][NA]) {
-  static_assert(T == DType::Q4_0);
-  constexpr size_t kGroupBytes = 4 * sizeof(BlockQ4_0);
-  constexpr int kBiasShift = 3;  // bias 8
-  const uint8_t* ap[NA];
-  __m512i nbias[NA];
-  CLOVER_UNROLL
-  for (int r = 0; r < NA; ++r) {
-    ap[r] = a[r] + g * kPackGroupBytes;
-    nbias[r] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_loadu_si512(ap[r] + 128), kBiasShift));
-  }
-  CLOVER_UNROLL
-  for (int i = 0; i < NW; ++i) {
-    const uint8_t* wp = w[i] + g * kGroupBytes;
-    const WGroup wg = load_q4_0<Tail>(wp, avail);
-    CLOVER_UNROLL
-    for (int r = 0; r < NA; ++r) {
-      __m512i s = _mm512_dpbusd_epi32(nbias[r], wg.lo, _mm512_loadu_si512(ap[r]));
-      s = _mm512_dpbusd_epi32(s, wg.hi, _mm512_loadu_si512(ap[r] + 64));
-      const __m512 d = _mm512_mul_ps(wg.d, _mm512_loadu_ps(reinterpret_cast<const float*>(ap[r] + 192)));
-      acc[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc[i][r]);
-    }
-  }
-}
-
-// w[i]: weight row i; a[r]: packed activation row r; out[r][i] receives the dot product.
-// pf: where the next tile's weights start (see prefetch_span).
-template <DType T, int NW, int NA>
-void tile_quant(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, float* const* out, const uint8_t* pf) {
-  constexpr int64_t kBlockBytes = sizeof(BlockQ4_0);
-  __m512 acc[NW][NA];
-  CLOVER_UNROLL
-  for (int i = 0; i < NW; ++i)
-    CLOVER_UNROLL
-    for (int r = 0; r < NA; ++r) acc[i][r] = _mm512_setzero_ps();
-  const int64_t nb = cols / kQK;
-  const int64_t full = nb / 4;
-  constexpr int64_t kTileGroupBytes = NW * 4 * kBlockBytes;
-  for (int64_t g = 0; g < full; ++g, pf += kTileGroupBytes) {
-    prefetch_span<kTileGroupBytes>(pf);
-    quant_group<T, NW, NA, false>(w, a, g, 0, acc);
-  }
-  if (nb % 4) quant_group<T, NW, NA, true>(w, a, full, (nb % 4) * kBlockBytes, acc);
-  CLOVER_UNROLL
-  for (int r = 0; r < NA; ++r)
-    CLOVER_UNROLL
-    for (int i = 0; i < NW; ++i) out[r][i] = _mm512_reduce_add_ps(acc[i][r]);
 }
 
 // Float weights. F32 and F16: 16 values per step, fma. BF16: 32 values per step, vdpbf16ps.
@@ -222,11 +108,7 @@ void tile_float(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, 
 
 template <DType T, int NW, int NA>
 void tile(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, float* const* out, const uint8_t* pf) {
-  if constexpr (T == DType::Q4_0) {
-    tile_quant<T, NW, NA>(w, a, cols, out, pf);
-  } else {
-    tile_float<T, NW, NA>(w, a, cols, out, pf);
-  }
+  tile_float<T, NW, NA>(w, a, cols, out, pf);
 }
 
 using TileFn = void (*)(const uint8_t* const*, const uint8_t* const*, int64_t, float* const*, const uint8_t*);
@@ -241,9 +123,6 @@ constexpr std::array<TileFn, sizeof...(NA)> tile_table(std::integer_sequence<int
 // over each 64 values, added (0 + 2) + (1 + 3), the lanes by _mm512_reduce_add_ps, the tail's
 // products added in double. BF16: ggml_vec_dot_bf16, 2 vdpbf16ps accumulators over each 64
 // values, each reduced and added in double, the tail likewise.
-template <DType T>
-constexpr bool kQuantType = T == DType::Q4_0 || T == DType::Q8_0;
-
 
 float vec_dot_f16(const uint16_t* x, const uint16_t* y, int64_t n) {
   const int64_t np = n & ~int64_t{63};
@@ -391,25 +270,160 @@ void run_q8_0_lanes8(const MatmulCall& c) {
   }
 }
 
-// Weight rows in tiles of kNW (a last partial tile row by row), activation rows in chunks of
-// up to kNA; the kNW weight rows stay in L1 while every activation chunk passes over them.
+// Q4_0 weights in llama.cpp's orders (matmul_internal.h). A matrix with a multiple of 8 rows is
+// what llama.cpp repacks into 8-row interleaved blocks: per block, one exact int32 sum per output
+// and one float accumulator per output. Here a tile of 16 weight rows has its lanes = rows: the
+// 16 qs bytes of the 16 rows are transposed in 4-byte groups (vpermt2d, vshufi64x2) and split
+// into low and high nibbles (vector m holds values 4m..4m+3 of every row); vpdpbusd against the
+// activation's 4 bytes of group m, broadcast, adds up all 16 rows' block sums. The nibble bias
+// (+8) is removed by starting from -8 x the activation block's byte sum.
+struct Q4Side {            // per activation row and block, prepared once per panel
+  std::vector<int32_t> nbias;  // -8 x the block's byte sum
+  std::vector<float> d;        // the block's scale
+};
+
+template <int NA>
+void tile_q4_0_blocks(const BlockQ4_0* const* w, const BlockQ8_0* const* a, const int32_t* const* nbias,
+                      const float* const* ad, int64_t nb, float* const* out, const uint8_t* pf) {
+  alignas(64) static constexpr int32_t kIdx01[16] = {0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29};
+  alignas(64) static constexpr int32_t kIdx23[16] = {2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
+  const __m512i idx01 = _mm512_load_si512(kIdx01), idx23 = _mm512_load_si512(kIdx23);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512 acc[NA];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, pf += 16 * sizeof(BlockQ4_0)) {
+    prefetch_span<16 * sizeof(BlockQ4_0)>(pf);
+    __m512i q[4];
+    CLOVER_UNROLL
+    for (int g = 0; g < 4; ++g) {
+      q[g] = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * g][b].qs)));
+      CLOVER_UNROLL
+      for (int i = 1; i < 4; ++i)
+        q[g] = _mm512_inserti32x4(q[g], _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * g + i][b].qs)), i);
+    }
+    // Scales: the first 4 bytes of each row's block (d, then 2 qs bytes), d kept.
+    const __m512 dw = _mm512_cvtph_ps(_mm256_set_epi16(
+        static_cast<short>(w[15][b].d), static_cast<short>(w[14][b].d), static_cast<short>(w[13][b].d),
+        static_cast<short>(w[12][b].d), static_cast<short>(w[11][b].d), static_cast<short>(w[10][b].d),
+        static_cast<short>(w[9][b].d), static_cast<short>(w[8][b].d), static_cast<short>(w[7][b].d),
+        static_cast<short>(w[6][b].d), static_cast<short>(w[5][b].d), static_cast<short>(w[4][b].d),
+        static_cast<short>(w[3][b].d), static_cast<short>(w[2][b].d), static_cast<short>(w[1][b].d),
+        static_cast<short>(w[0][b].d)));
+    const __m512i t01 = _mm512_permutex2var_epi32(q[0], idx01, q[1]), t23 = _mm512_permutex2var_epi32(q[0], idx23, q[1]);
+    const __m512i u01 = _mm512_permutex2var_epi32(q[2], idx01, q[3]), u23 = _mm512_permutex2var_epi32(q[2], idx23, q[3]);
+    const __m512i z[4] = {_mm512_shuffle_i64x2(t01, u01, 0x44), _mm512_shuffle_i64x2(t01, u01, 0xEE),
+                          _mm512_shuffle_i64x2(t23, u23, 0x44), _mm512_shuffle_i64x2(t23, u23, 0xEE)};
+    __m512i wm[8];
+    CLOVER_UNROLL
+    for (int g = 0; g < 4; ++g) {
+      wm[g] = _mm512_and_si512(z[g], m4);
+      wm[g + 4] = _mm512_and_si512(_mm512_srli_epi16(z[g], 4), m4);
+    }
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) {
+      const int32_t* aq = reinterpret_cast<const int32_t*>(a[r][b].qs);  // 4-byte groups, broadcast
+      // Four independent chains (integer sums are exact in any order), then added.
+      __m512i part[4] = {_mm512_set1_epi32(nbias[r][b]), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                         _mm512_setzero_si512()};
+      CLOVER_UNROLL
+      for (int m = 0; m < 8; ++m) {
+        int32_t g4;
+        std::memcpy(&g4, aq + m, sizeof g4);
+        part[m % 4] = _mm512_dpbusd_epi32(part[m % 4], wm[m], _mm512_set1_epi32(g4));
+      }
+      const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, _mm512_set1_ps(ad[r][b])), acc[r]);
+    }
+  }
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out[r], acc[r]);
+}
+
+void run_q4_0(const MatmulCall& c) {
+  const auto* wbase = static_cast<const uint8_t*>(c.w->data);
+  const int64_t nb = c.w->cols / kQK;
+  if (!q4_0_blocks_order(c.w->rows)) {  // llama.cpp's unrepacked order; small matrices only in practice
+    for (int64_t i = 0; i < c.n; ++i) {
+      const auto* a = static_cast<const BlockQ8_0*>(c.acts->row(c.act_index(i)));
+      for (int64_t o = c.o_begin; o < c.o_end; ++o)
+        c.y[i * c.ldy + o] =
+            q4_0_dot_lanes8_ref(reinterpret_cast<const BlockQ4_0*>(wbase + static_cast<size_t>(o) * c.w->row_stride), a, nb);
+    }
+    return;
+  }
+  constexpr int kNA8 = 8;
+  const int64_t panel = panel_rows(static_cast<size_t>(nb) * sizeof(BlockQ8_0), kNA8);
+  thread_local Q4Side side;  // grows to the largest panel seen, then is reused
+  const size_t need = static_cast<size_t>(std::min(panel, c.n)) * nb;
+  if (side.nbias.size() < need) side.nbias.resize(need), side.d.resize(need);
+  // Tiles of 16 rows from a multiple of 8; rows outside [o_begin, o_end) or past the matrix are
+  // computed into scratch (a last 8-row tile repeats its rows) and dropped.
+  const int64_t t_begin = c.o_begin / 8 * 8;
+  for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
+    const int64_t p1 = std::min(c.n, p0 + panel);
+    for (int64_t i = p0; i < p1; ++i) {
+      const auto* a = static_cast<const BlockQ8_0*>(c.acts->row(c.act_index(i)));
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t sum = 0;
+        for (int k = 0; k < kQK; ++k) sum += a[b].qs[k];
+        side.nbias[(i - p0) * nb + b] = -8 * sum;
+        side.d[(i - p0) * nb + b] = _cvtsh_ss(a[b].d);
+      }
+    }
+    for (int64_t o = t_begin; o < c.o_end; o += 16) {
+      const BlockQ4_0* w[16];
+      const int64_t rows = std::min<int64_t>(16, c.w->rows - o);  // 8 or 16
+      for (int i = 0; i < 16; ++i)
+        w[i] = reinterpret_cast<const BlockQ4_0*>(wbase + static_cast<size_t>(o + (i < rows ? i : i - 8)) * c.w->row_stride);
+      const uint8_t* pf = wbase + static_cast<size_t>(o + 16) * c.w->row_stride + kPrefetchLead;
+      const bool whole = rows == 16 && o >= c.o_begin && o + 16 <= c.o_end;
+      for (int64_t i0 = p0; i0 < p1; i0 += kNA8) {
+        const int na = static_cast<int>(std::min<int64_t>(kNA8, p1 - i0));
+        const BlockQ8_0* a[kNA8];
+        const int32_t* nbias[kNA8];
+        const float* ad[kNA8];
+        float* out[kNA8];
+        alignas(64) float tmp[kNA8][16];
+        for (int r = 0; r < na; ++r) {
+          a[r] = static_cast<const BlockQ8_0*>(c.acts->row(c.act_index(i0 + r)));
+          nbias[r] = side.nbias.data() + (i0 + r - p0) * nb;
+          ad[r] = side.d.data() + (i0 + r - p0) * nb;
+          out[r] = whole ? c.y + (i0 + r) * c.ldy + o : tmp[r];
+        }
+        switch (na) {
+          case 8: tile_q4_0_blocks<8>(w, a, nbias, ad, nb, out, pf); break;
+          case 7: tile_q4_0_blocks<7>(w, a, nbias, ad, nb, out, pf); break;
+          case 6: tile_q4_0_blocks<6>(w, a, nbias, ad, nb, out, pf); break;
+          case 5: tile_q4_0_blocks<5>(w, a, nbias, ad, nb, out, pf); break;
+          case 4: tile_q4_0_blocks<4>(w, a, nbias, ad, nb, out, pf); break;
+          case 3: tile_q4_0_blocks<3>(w, a, nbias, ad, nb, out, pf); break;
+          case 2: tile_q4_0_blocks<2>(w, a, nbias, ad, nb, out, pf); break;
+          default: tile_q4_0_blocks<1>(w, a, nbias, ad, nb, out, pf); break;
+        }
+        if (!whole)
+          for (int r = 0; r < na; ++r)
+            for (int64_t i = std::max(o, c.o_begin); i < std::min({o + 16, o + rows, c.o_end}); ++i)
+              c.y[(i0 + r) * c.ldy + i] = tmp[r][i - o];
+      }
+    }
+  }
+}
+
+// Float weights: rows in tiles of kNW (a last partial tile row by row), activation rows in chunks
+// of up to kNAFloat; the kNW weight rows stay in L1 while every activation chunk passes over them.
 template <DType T>
 void run_type(const MatmulCall& c) {
-  if constexpr (!kQuantType<T>)
-    if (c.order == SumOrder::VecDot) return run_vec_dot<T>(c);
-  constexpr bool kQuant = T == DType::Q4_0;
-  constexpr int kNA = kQuant ? kNAQuant : kNAFloat;
+  if (c.order == SumOrder::VecDot) return run_vec_dot<T>(c);
+  constexpr int kNA = kNAFloat;
   static constexpr auto kTiles4 = tile_table<T, kNW>(std::make_integer_sequence<int, kNA>{});
   static constexpr auto kTiles1 = tile_table<T, 1>(std::make_integer_sequence<int, kNA>{});
 
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
-  const uint8_t* pbase = kQuant ? packed_rows(*c.acts) : nullptr;
-  const size_t prow = packed_row_bytes(c.w->cols);
   const int64_t cols = c.w->cols;
-  const size_t act_row_bytes = kQuant ? prow : dtype_row_bytes(c.acts->type(), cols);
   // Long batches (prefill) in panels of activation rows that stay in L2 while all weight tiles
   // pass; each output element is still computed by one tile call, so panels change no result.
-  const int64_t panel = panel_rows(act_row_bytes, kNA);
+  const int64_t panel = panel_rows(dtype_row_bytes(c.acts->type(), cols), kNA);
   for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
     const int64_t p1 = std::min(c.n, p0 + panel);
     for (int64_t o = c.o_begin; o < c.o_end; o += kNW) {
@@ -419,8 +433,7 @@ void run_type(const MatmulCall& c) {
         const uint8_t* a[kNA];
         float* out[kNA];
         for (int r = 0; r < na; ++r) {
-          const int64_t idx = c.act_index(i0 + r);
-          a[r] = kQuant ? pbase + static_cast<size_t>(idx) * prow : static_cast<const uint8_t*>(c.acts->row(idx));
+          a[r] = static_cast<const uint8_t*>(c.acts->row(c.act_index(i0 + r)));
           out[r] = c.y + (i0 + r) * c.ldy + o;
         }
         if (nw == kNW) {
@@ -451,45 +464,24 @@ float vec_dot_f32_avx512(const float* x, const float* y, int64_t n) {
   return dot_tail(x, y, np, n, sum);
 }
 
-void convert_q8_0_avx512(const float* x, int64_t cols, BlockQ8_0* row, uint8_t* packed) {
-  const int64_t nb = cols / kQK;
+void convert_q8_0_avx512(const float* x, int64_t cols, BlockQ8_0* row) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
-  for (int64_t g = 0; g * 4 < nb; ++g) {
-    uint8_t* dst = packed + g * kPackGroupBytes;
-    alignas(64) int32_t lsum[16] = {};
-    alignas(64) float d[16] = {};
-    if (nb - g * 4 < 4) std::memset(dst, 0, 128);
-    for (int64_t k = 0; k < 4 && g * 4 + k < nb; ++k) {
-      const int64_t b = g * 4 + k;
-      const float* xb = x + b * kQK;
-      const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
-      const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-      if (id <= 3.0e38f) {
-        // cvtps2dq rounds half to even (MXCSR default), like _mm256_round_ps + cvtps in ggml.
-        const __m512 m = _mm512_set1_ps(id);
-        row[b].d = static_cast<uint16_t>(_cvtss_sh(amax / 127.0f, 0));
-        const __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, m)));
-        const __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, m)));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(row[b].qs), q0);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(row[b].qs + 16), q1);
-      } else {
-        quantize_row_q8_0_activation(xb, &row[b], kQK);  // tiny amax: the scalar code has the x86 edge cases
-      }
-      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[b].qs));
-      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[b].qs + 16));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * k), lo);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 64 + 16 * k), hi);
-      alignas(64) int32_t t[16];
-      _mm512_store_si512(t, _mm512_add_epi32(_mm512_cvtepi8_epi32(lo), _mm512_cvtepi8_epi32(hi)));
-      const float db = _cvtsh_ss(row[b].d);
-      for (int j = 0; j < 4; ++j) {
-        lsum[4 * k + j] = t[4 * j] + t[4 * j + 1] + t[4 * j + 2] + t[4 * j + 3];
-        d[4 * k + j] = db;
-      }
+  for (int64_t b = 0; b < cols / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    if (id <= 3.0e38f) {
+      // cvtps2dq rounds half to even (MXCSR default), like _mm256_round_ps + cvtps in ggml.
+      const __m512 m = _mm512_set1_ps(id);
+      row[b].d = static_cast<uint16_t>(_cvtss_sh(amax / 127.0f, 0));
+      const __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, m)));
+      const __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, m)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(row[b].qs), q0);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(row[b].qs + 16), q1);
+    } else {
+      quantize_row_q8_0_activation(xb, &row[b], kQK);  // tiny amax: the scalar code has the x86 edge cases
     }
-    std::memcpy(dst + 128, lsum, sizeof lsum);
-    std::memcpy(dst + 192, d, sizeof d);
   }
 }
 
@@ -498,7 +490,7 @@ void matmul_avx512(const MatmulCall& c) {
     case DType::F32: run_type<DType::F32>(c); break;
     case DType::F16: run_type<DType::F16>(c); break;
     case DType::BF16: run_type<DType::BF16>(c); break;
-    case DType::Q4_0: run_type<DType::Q4_0>(c); break;
+    case DType::Q4_0: run_q4_0(c); break;
     case DType::Q8_0: run_q8_0_lanes8(c); break;
   }
 }

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/dtype.h"
 #include "kernels/matmul.h"
 
 namespace clover::kernels::detail {
@@ -24,6 +25,31 @@ inline float dot_tail(const float* x, const float* y, int64_t i, int64_t n, floa
 // F32 weights, the gated delta rule's dot products, the exact attention's scores.)
 float vec_dot_f32_ref(const float* x, const float* y, int64_t n);
 float vec_dot_f32_avx512(const float* x, const float* y, int64_t n);
+
+// The quantised orders of llama.cpp's x86 kernels. lanes8 (Q8_0 always; Q4_0 matrices whose row
+// count is not a multiple of 8): per block, 8 int32 lanes of 4 products each (lane l: values
+// 4l..4l+3), each lane's float accumulator += (d_w * d_a) * lane, block after block, then the 8
+// lanes added as hsum_float_8 does. blocks (Q4_0 matrices with a multiple of 8 rows, which
+// llama.cpp repacks into its 8x8 interleaved layout): per block the exact int32 sum of the 32
+// products, one float accumulator += sum * (d_w * d_a), block after block.
+inline bool q4_0_blocks_order(int64_t rows) { return rows % 8 == 0; }
+
+// Value k (0..31) of a Q4_0 block: the low nibbles hold values 0..15, the high nibbles 16..31.
+inline int q4_0_value(const BlockQ4_0& b, int k) {
+  return (k < 16 ? (b.qs[k] & 0x0f) : (b.qs[k - 16] >> 4)) - 8;
+}
+
+// hsum_float_8: lanes l + 4, then (0 + 2) + (1 + 3).
+inline float hsum8_ref(const float* acc) {
+  float r[4];
+  for (int i = 0; i < 4; ++i) r[i] = acc[i + 4] + acc[i];
+  return (r[0] + r[2]) + (r[1] + r[3]);
+}
+
+// Scalar twins of the quantised orders (the AVX-512 path gives their bits).
+float q8_0_dot_lanes8_ref(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb);
+float q4_0_dot_lanes8_ref(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb);
+float q4_0_dot_blocks_ref(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb);
 
 // A call of matmul or matmul_selected: output row i uses activation row (sel ? sel[i] : i).
 struct MatmulCall {
@@ -51,45 +77,13 @@ inline int64_t panel_rows(size_t act_row_bytes, int na) {
 void matmul_avx2(const MatmulCall& c);
 void matmul_avx512(const MatmulCall& c);
 
-// Q8_0 activation rows are also stored, after the plain rows in the same buffer, in a layout the
-// AVX-512 kernels can feed straight into vpdpbusd. Per group of 4 blocks (128 values, 256 bytes):
-//   lo[64]   bytes 0..15 of blocks 0..3 (16 bytes per block)
-//   hi[64]   bytes 16..31 of blocks 0..3
-//   lsum[16] int32: lane j = sum of lo[4j..4j+3] + hi[4j..4j+3] (the bytes dpbusd lane j sees)
-//   d[16]    float: lane j = scale of block j / 4
-// A last partial group is zero-padded (zero bytes, zero scale).
-constexpr int64_t kPackGroupValues = 128;
-constexpr size_t kPackGroupBytes = 256;
-constexpr size_t kPackAlign = 64;
-
-// Row stride of the packed copy: one spare cache line per row, so that rows of a power-of-two
-// size do not all map to the same L1 sets.
-inline size_t packed_row_bytes(int64_t cols) {
-  return static_cast<size_t>((cols + kPackGroupValues - 1) / kPackGroupValues) * kPackGroupBytes + kPackAlign;
-}
-
-// One row of Q8_0 activations (ggml's x86 quantiser) and its packed copy, with AVX-512;
-// bit-identical to quantize_row_q8_0_activation followed by the scalar packing in matmul.cpp.
-void convert_q8_0_avx512(const float* x, int64_t cols, BlockQ8_0* row, uint8_t* packed);
+// One row of Q8_0 activations with ggml's x86 quantiser, with AVX-512; bit-identical to
+// quantize_row_q8_0_activation.
+void convert_q8_0_avx512(const float* x, int64_t cols, BlockQ8_0* row);
 
 // fp32 -> fp16 with F16C and fp32 -> bf16 with AVX2 integer ops (AVX2 and AVX-512 paths);
 // bit-identical to fp32_to_fp16 / fp32_to_bf16.
 void convert_f16_f16c(const float* x, int64_t n, uint16_t* dst);
 void convert_bf16_avx2(const float* x, int64_t n, uint16_t* dst);
-
-// The packed rows start at the first 64-byte boundary after the plain rows, leaving at least
-// one byte, in which ActRows::convert records the distance (1..64). Reading the distance rather
-// than recomputing it keeps a copied ActRows (whose buffer may sit at another alignment) valid;
-// the kernels use unaligned loads, which cost nothing when the data is aligned.
-inline const uint8_t* packed_rows(const ActRows& a) {
-  const auto* end = static_cast<const uint8_t*>(a.row(a.rows()));
-  return end + end[0];
-}
-inline uint8_t* place_packed_rows(uint8_t* end) {
-  const auto p = reinterpret_cast<uintptr_t>(end);
-  const uintptr_t start = (p + kPackAlign) & ~static_cast<uintptr_t>(kPackAlign - 1);
-  end[0] = static_cast<uint8_t>(start - p);
-  return end + end[0];
-}
 
 }  // namespace clover::kernels::detail

@@ -20,6 +20,7 @@
 #include "kernels/convert.h"
 #include "kernels/gdn.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/vecmath.h"
 
 namespace clover::kernels {
@@ -182,8 +183,8 @@ TEST(GgmlOracle, QuantisedDotsMatchWithinFloatOrder) {
         float want = 0;
         (t == DType::Q4_0 ? ggml().dot_q4_0 : ggml().dot_q8_0)(static_cast<int>(cols), &want, 0, w.data() + o * rb, 0,
                                                                a.row(0), 0, 1);
-        if (t == DType::Q8_0 && isa == Isa::Avx512)  // ggml's own order (matmul_avx512.cpp)
-          EXPECT_EQ(y[o], want) << "Q8_0 avx512 row " << o;
+        if (isa == Isa::Avx512)  // ggml's own order (matmul_internal.h: lanes8 for Q8_0 and 9-row Q4_0)
+          EXPECT_EQ(y[o], want) << dtype_name(t) << " avx512 row " << o;
         else
           EXPECT_NEAR(y[o], want, 2e-5f * (1.0f + std::fabs(want)))
               << dtype_name(t) << " " << isa_name(isa) << " row " << o;
@@ -192,6 +193,37 @@ TEST(GgmlOracle, QuantisedDotsMatchWithinFloatOrder) {
   }
 }
 
+
+// Q4_0 matrices with a multiple of 8 rows follow llama.cpp's repacked order (one exact block sum
+// per output): the AVX-512 kernel gives the scalar twin's bits, and the twin stays within float
+// order of ggml's plain vec_dot (the model oracle test checks the repacked order against llama.cpp).
+TEST(GgmlOracle, Q4_0BlockOrderMatchesItsTwin) {
+  REQUIRE_GGML();
+  if (isa_best() != Isa::Avx512) GTEST_SKIP() << "the block order's SIMD path is AVX-512";
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t rows = 40, cols = 2048 + 96;
+  std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(3 * cols));
+  for (float& v : wf) v = nd(rng);
+  for (float& v : x) v = nd(rng);
+  const size_t rb = dtype_row_bytes(DType::Q4_0, cols);
+  std::vector<uint8_t> w(rb * rows);
+  for (int64_t o = 0; o < rows; ++o) quantize_row(DType::Q4_0, wf.data() + o * cols, w.data() + o * rb, cols);
+  ActRows a;
+  a.convert(x.data(), 3, cols, cols, DType::Q8_0);
+  const MatRef m{DType::Q4_0, w.data(), rows, cols, rb};
+  std::vector<float> y(static_cast<size_t>(3 * rows));
+  for (auto [b, e] : {std::pair<int64_t, int64_t>{0, rows}, {3, 21}, {24, 40}}) matmul(m, a, y.data(), rows, b, e);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t o = 0; o < rows; ++o) {
+      const auto* wr = reinterpret_cast<const BlockQ4_0*>(w.data() + o * rb);
+      const auto* ar = static_cast<const BlockQ8_0*>(a.row(r));
+      EXPECT_EQ(y[r * rows + o], detail::q4_0_dot_blocks_ref(wr, ar, cols / 32)) << "row " << o << " act " << r;
+      float want = 0;
+      ggml().dot_q4_0(static_cast<int>(cols), &want, 0, wr, 0, ar, 0, 1);
+      EXPECT_NEAR(y[r * rows + o], want, 2e-5f * (1.0f + std::fabs(want)));
+    }
+}
 
 // Values for the element-wise math: ordinary ones, large and tiny magnitudes (exp over- and
 // underflow, the polynomial's range limits), zeros.
