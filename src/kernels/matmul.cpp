@@ -72,31 +72,27 @@ float vec_dot_f32_ref(const float* x, const float* y, int64_t n) {
   return dot_tail(x, y, np, n, (a4[0] + a4[2]) + (a4[1] + a4[3]));
 }
 
-float q8_0_dot_lanes8_ref(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
-  float acc[8] = {};
-  for (int64_t b = 0; b < nb; ++b) {
-    const float d = fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d);
-    for (int l = 0; l < 8; ++l) {
-      int32_t sum = 0;
-      for (int k = 4 * l; k < 4 * l + 4; ++k) sum += w[b].qs[k] * a[b].qs[k];
-      acc[l] = std::fma(d, static_cast<float>(sum), acc[l]);
-    }
-  }
-  return hsum8_ref(acc);
-}
+namespace {
+inline int block_value(const BlockQ8_0& b, int k) { return b.qs[k]; }
+inline int block_value(const BlockQ4_0& b, int k) { return q4_0_value(b, k); }
 
-float q4_0_dot_lanes8_ref(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) {
+template <class Block>
+float dot_lanes8_ref(const Block* w, const BlockQ8_0* a, int64_t nb) {
   float acc[8] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const float d = fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d);
     for (int l = 0; l < 8; ++l) {
       int32_t sum = 0;
-      for (int k = 4 * l; k < 4 * l + 4; ++k) sum += q4_0_value(w[b], k) * a[b].qs[k];
+      for (int k = 4 * l; k < 4 * l + 4; ++k) sum += block_value(w[b], k) * a[b].qs[k];
       acc[l] = std::fma(d, static_cast<float>(sum), acc[l]);
     }
   }
   return hsum8_ref(acc);
 }
+}  // namespace
+
+float q8_0_dot_lanes8_ref(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) { return dot_lanes8_ref(w, a, nb); }
+float q4_0_dot_lanes8_ref(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) { return dot_lanes8_ref(w, a, nb); }
 
 float q4_0_dot_blocks_ref(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) {
   float acc = 0.0f;

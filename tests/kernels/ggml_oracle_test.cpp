@@ -118,6 +118,35 @@ std::vector<float> tricky_values(int64_t n, uint32_t seed) {
   return x;
 }
 
+// `rows` x `cols` normal random weights stored as type t, and one activation row per x row.
+struct TestMatrix {
+  DType type;
+  int64_t rows, cols;
+  size_t rb;
+  std::vector<uint8_t> w;
+  MatRef ref() const { return MatRef{type, w.data(), rows, cols, rb}; }
+  const void* row(int64_t o) const { return w.data() + o * rb; }
+};
+
+TestMatrix random_matrix(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> wf(static_cast<size_t>(rows * cols));
+  for (float& v : wf) v = nd(rng);
+  TestMatrix m{t, rows, cols, dtype_row_bytes(t, cols), {}};
+  m.w.resize(m.rb * rows);
+  for (int64_t o = 0; o < rows; ++o) quantize_row(t, wf.data() + o * cols, m.w.data() + o * m.rb, cols);
+  return m;
+}
+
+ActRows random_acts(DType t, int64_t n, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (float& v : x) v = nd(rng);
+  ActRows a;
+  a.convert(x.data(), n, cols, cols, t);
+  return a;
+}
+
 TEST(GgmlOracle, Fp16AndBf16) {
   REQUIRE_GGML();
   std::mt19937 rng(11);
@@ -161,29 +190,25 @@ TEST(GgmlOracle, ActivationQuantiserIsBitIdentical) {
 TEST(GgmlOracle, QuantisedDotsMatchWithinFloatOrder) {
   REQUIRE_GGML();
   std::mt19937 rng(3);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   for (DType t : {DType::Q4_0, DType::Q8_0}) {
-    const int64_t rows = 9, cols = 2048 + 96;
-    std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(cols));
-    for (float& v : wf) v = nd(rng);
-    for (float& v : x) v = nd(rng);
-    const size_t rb = dtype_row_bytes(t, cols);
-    std::vector<uint8_t> w(rb * rows);
-    for (int64_t o = 0; o < rows; ++o) quantize_row(t, wf.data() + o * cols, w.data() + o * rb, cols);
-    ActRows a;
-    a.convert(x.data(), 1, cols, cols, DType::Q8_0);
-    const MatRef m{t, w.data(), rows, cols, rb};
+    const int64_t rows = 9, cols = 2048 + 96;  // 9 rows: llama.cpp does not repack these Q4_0 rows
+    const TestMatrix m = random_matrix(t, rows, cols, rng);
+    const ActRows a = random_acts(DType::Q8_0, 1, cols, rng);
+    const auto* ar = static_cast<const BlockQ8_0*>(a.row(0));
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
       if (static_cast<int>(isa) > static_cast<int>(isa_best())) continue;
       isa_force(isa);
       std::vector<float> y(static_cast<size_t>(rows));
-      matmul(m, a, y.data(), rows, 0, rows);
+      matmul(m.ref(), a, y.data(), rows, 0, rows);
       isa_force(isa_best());
       for (int64_t o = 0; o < rows; ++o) {
         float want = 0;
-        (t == DType::Q4_0 ? ggml().dot_q4_0 : ggml().dot_q8_0)(static_cast<int>(cols), &want, 0, w.data() + o * rb, 0,
-                                                               a.row(0), 0, 1);
-        if (isa == Isa::Avx512)  // ggml's own order (matmul_internal.h: lanes8 for Q8_0 and 9-row Q4_0)
+        (t == DType::Q4_0 ? ggml().dot_q4_0 : ggml().dot_q8_0)(static_cast<int>(cols), &want, 0, m.row(o), 0, ar, 0, 1);
+        // The scalar twin of llama.cpp's order gives its bits on any CPU.
+        const float twin = t == DType::Q4_0 ? detail::q4_0_dot_lanes8_ref(static_cast<const BlockQ4_0*>(m.row(o)), ar, cols / 32)
+                                            : detail::q8_0_dot_lanes8_ref(static_cast<const BlockQ8_0*>(m.row(o)), ar, cols / 32);
+        EXPECT_EQ(twin, want) << dtype_name(t) << " twin row " << o;
+        if (isa == Isa::Avx512)  // ggml's own order (matmul_internal.h)
           EXPECT_EQ(y[o], want) << dtype_name(t) << " avx512 row " << o;
         else
           EXPECT_NEAR(y[o], want, 2e-5f * (1.0f + std::fabs(want)))
@@ -193,7 +218,6 @@ TEST(GgmlOracle, QuantisedDotsMatchWithinFloatOrder) {
   }
 }
 
-
 // Q4_0 matrices with a multiple of 8 rows follow llama.cpp's repacked order (one exact block sum
 // per output): the AVX-512 kernel gives the scalar twin's bits, and the twin stays within float
 // order of ggml's plain vec_dot (the model oracle test checks the repacked order against llama.cpp).
@@ -201,22 +225,14 @@ TEST(GgmlOracle, Q4_0BlockOrderMatchesItsTwin) {
   REQUIRE_GGML();
   if (isa_best() != Isa::Avx512) GTEST_SKIP() << "the block order's SIMD path is AVX-512";
   std::mt19937 rng(4);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t rows = 40, cols = 2048 + 96;
-  std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(3 * cols));
-  for (float& v : wf) v = nd(rng);
-  for (float& v : x) v = nd(rng);
-  const size_t rb = dtype_row_bytes(DType::Q4_0, cols);
-  std::vector<uint8_t> w(rb * rows);
-  for (int64_t o = 0; o < rows; ++o) quantize_row(DType::Q4_0, wf.data() + o * cols, w.data() + o * rb, cols);
-  ActRows a;
-  a.convert(x.data(), 3, cols, cols, DType::Q8_0);
-  const MatRef m{DType::Q4_0, w.data(), rows, cols, rb};
+  const TestMatrix m = random_matrix(DType::Q4_0, rows, cols, rng);
+  const ActRows a = random_acts(DType::Q8_0, 3, cols, rng);
   std::vector<float> y(static_cast<size_t>(3 * rows));
-  for (auto [b, e] : {std::pair<int64_t, int64_t>{0, rows}, {3, 21}, {24, 40}}) matmul(m, a, y.data(), rows, b, e);
+  for (auto [b, e] : {std::pair<int64_t, int64_t>{0, rows}, {3, 21}, {24, 40}}) matmul(m.ref(), a, y.data(), rows, b, e);
   for (int64_t r = 0; r < 3; ++r)
     for (int64_t o = 0; o < rows; ++o) {
-      const auto* wr = reinterpret_cast<const BlockQ4_0*>(w.data() + o * rb);
+      const auto* wr = static_cast<const BlockQ4_0*>(m.row(o));
       const auto* ar = static_cast<const BlockQ8_0*>(a.row(r));
       EXPECT_EQ(y[r * rows + o], detail::q4_0_dot_blocks_ref(wr, ar, cols / 32)) << "row " << o << " act " << r;
       float want = 0;
@@ -276,30 +292,21 @@ TEST(GgmlOracle, VecDotOrderIsBitIdentical) {
   REQUIRE_GGML();
   if (isa_best() != Isa::Avx512) GTEST_SKIP() << "SumOrder::VecDot is followed by the AVX-512 path only";
   std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     for (int64_t cols : {8, 32, 40, 63, 64, 100, 128, 200, 2048 + 96}) {
       const int64_t rows = 5;
-      std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(cols));
-      for (float& v : wf) v = nd(rng);
-      for (float& v : x) v = nd(rng);
-      const size_t rb = dtype_row_bytes(t, cols);
-      std::vector<uint8_t> w(rb * rows);
-      for (int64_t o = 0; o < rows; ++o) quantize_row(t, wf.data() + o * cols, w.data() + o * rb, cols);
-      ActRows a;
-      a.convert(x.data(), 1, cols, cols, activation_type(t));
-      const MatRef m{t, w.data(), rows, cols, rb};
+      const TestMatrix m = random_matrix(t, rows, cols, rng);
+      const ActRows a = random_acts(activation_type(t), 1, cols, rng);
       std::vector<float> y(static_cast<size_t>(rows));
-      matmul(m, a, y.data(), rows, 0, rows, SumOrder::VecDot);
+      matmul(m.ref(), a, y.data(), rows, 0, rows, SumOrder::VecDot);
       for (int64_t o = 0; o < rows; ++o) {
         float want = 0;
-        const void* wr = w.data() + o * rb;
         if (t == DType::F32)
-          ggml().dot_f32(static_cast<int>(cols), &want, 0, static_cast<const float*>(wr), 0,
+          ggml().dot_f32(static_cast<int>(cols), &want, 0, static_cast<const float*>(m.row(o)), 0,
                          static_cast<const float*>(a.row(0)), 0, 1);
         else
           (t == DType::F16 ? ggml().dot_f16 : ggml().dot_bf16)(static_cast<int>(cols), &want, 0,
-                                                               static_cast<const uint16_t*>(wr), 0,
+                                                               static_cast<const uint16_t*>(m.row(o)), 0,
                                                                static_cast<const uint16_t*>(a.row(0)), 0, 1);
         EXPECT_EQ(y[o], want) << dtype_name(t) << " cols " << cols << " row " << o;
       }
