@@ -322,16 +322,14 @@ void tile_q4_0_blocks(const BlockQ4_0* const* w, const BlockQ8_0* const* a, cons
     }
     CLOVER_UNROLL
     for (int r = 0; r < NA; ++r) {
-      const int32_t* aq = reinterpret_cast<const int32_t*>(a[r][b].qs);  // 4-byte groups, broadcast
+      // The activation's 4-byte groups, broadcast from memory (folded into vpdpbusd's operand).
+      typedef int32_t unaligned_i32 __attribute__((aligned(1), may_alias));
+      const auto* aq = reinterpret_cast<const unaligned_i32*>(a[r][b].qs);
       // Four independent chains (integer sums are exact in any order), then added.
       __m512i part[4] = {_mm512_set1_epi32(nbias[r][b]), _mm512_setzero_si512(), _mm512_setzero_si512(),
                          _mm512_setzero_si512()};
       CLOVER_UNROLL
-      for (int m = 0; m < 8; ++m) {
-        int32_t g4;
-        std::memcpy(&g4, aq + m, sizeof g4);
-        part[m % 4] = _mm512_dpbusd_epi32(part[m % 4], wm[m], _mm512_set1_epi32(g4));
-      }
+      for (int m = 0; m < 8; ++m) part[m % 4] = _mm512_dpbusd_epi32(part[m % 4], wm[m], _mm512_set1_epi32(aq[m]));
       const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, _mm512_set1_ps(ad[r][b])), acc[r]);
     }
