@@ -2,7 +2,9 @@
 //
 // Numerics follow ggml-cpu so that logits can be compared with llama.cpp: before the dot product,
 // activations are converted to the weight type's "activation type" (Q8_0 blocks of 32 with an fp16
-// scale and round-half-to-even for Q4_0/Q8_0 weights, F16 for F16, BF16 for BF16, F32 for F32).
+// scale and round-half-to-even for Q4_0/Q8_0 weights, F16 for F16, BF16 for BF16, F32 for F32),
+// and on the AVX-512 path the products are summed in llama.cpp's orders (SumOrder below; the
+// quantised orders in matmul_internal.h), so its logits come out bit for bit (docs/oracle.md).
 //
 // Every optimised path has a scalar reference twin (matmul_ref) and is batch-invariant: an output
 // element is computed with the same operations in the same order whatever the number of activation

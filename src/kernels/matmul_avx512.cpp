@@ -1,8 +1,9 @@
 // AVX-512 matmul kernels (F + BW + VL + VNNI + VBMI + BF16); compiled with those target flags.
 //
-// Micro-kernel: kNW weight rows x NA activation rows, one 16-lane fp32 accumulator per output
-// element. Every output element sees exactly the same instruction sequence whatever NW and NA
-// are, and the final lane reduction is fixed, so results are batch-invariant.
+// Float weights, SumOrder::Gemm: kNW weight rows x NA activation rows, one 16-lane fp32
+// accumulator per output element (tinyBLAS's order); SumOrder::VecDot: the types' vec_dot order.
+// Every output element sees exactly the same instruction sequence whatever the tile shapes and
+// the number of activation rows are, so results are batch-invariant.
 //
 // Q4_0 and Q8_0 follow llama.cpp's x86 orders exactly (matmul_internal.h): Q8_0 in 8 lanes per
 // block (tile_q8_lanes8), Q4_0 with one exact block sum per output (tile_q4_0_blocks).
@@ -10,8 +11,8 @@
 
 #include <algorithm>
 #include <array>
-#include <type_traits>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/convert.h"
