@@ -3,6 +3,8 @@
 // twins' lane functions.
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "kernels/vecmath_internal.h"
 
 namespace clover::kernels::detail {
