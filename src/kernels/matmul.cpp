@@ -32,6 +32,10 @@ void ActRows::convert(const float* x, int64_t n_rows, int64_t cols, int64_t x_st
   row_bytes_ = dtype_row_bytes(type, cols);
   const size_t need = static_cast<size_t>(n_rows) * row_bytes_;
   if (buf_.size() < need) buf_.resize(need);
+  if (type == DType::Q8_0) {
+    const size_t blocks = static_cast<size_t>(n_rows) * (cols / kQK);
+    if (q4_bias_.size() < blocks) q4_bias_.resize(blocks), scales_.resize(blocks);
+  }
 
   const bool simd = isa_active() == Isa::Avx512;
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -43,6 +47,13 @@ void ActRows::convert(const float* x, int64_t n_rows, int64_t cols, int64_t x_st
         detail::convert_q8_0_avx512(src, cols, blocks);
       else
         quantize_row_q8_0_activation(src, blocks, cols);
+      const int64_t nb = cols / kQK;
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t sum = 0;
+        for (int k = 0; k < kQK; ++k) sum += blocks[b].qs[k];
+        q4_bias_[r * nb + b] = -8 * sum;
+        scales_[r * nb + b] = fp16_to_fp32(blocks[b].d);
+      }
     } else if (type == DType::F16 && isa_active() != Isa::Scalar) {
       detail::convert_f16_f16c(src, cols, reinterpret_cast<uint16_t*>(dst));
     } else if (type == DType::BF16 && isa_active() != Isa::Scalar) {

@@ -42,12 +42,19 @@ class ActRows {
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   const void* row(int64_t r) const { return buf_.data() + static_cast<size_t>(r) * row_bytes_; }
+  // Q8_0 rows: per block, -8 x the sum of its 32 values (the Q4_0 kernels' nibble bias) and its
+  // scale as a float; computed once per conversion, for every matmul that reads the rows.
+  const int32_t* q4_bias(int64_t r) const { return q4_bias_.data() + r * blocks_per_row(); }
+  const float* scales(int64_t r) const { return scales_.data() + r * blocks_per_row(); }
 
  private:
+  int64_t blocks_per_row() const { return cols_ / 32; }
   DType type_ = DType::F32;
   int64_t rows_ = 0, cols_ = 0;
   size_t row_bytes_ = 0;
   std::vector<uint8_t> buf_;
+  std::vector<int32_t> q4_bias_;
+  std::vector<float> scales_;
 };
 
 // The summation order of a product, as llama.cpp's CPU backend (AVX-512 build) would sum it:

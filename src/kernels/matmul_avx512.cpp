@@ -278,43 +278,64 @@ void run_q8_0_lanes8(const MatmulCall& c) {
 // into low and high nibbles (vector m holds values 4m..4m+3 of every row); vpdpbusd against the
 // activation's 4 bytes of group m, broadcast, adds up all 16 rows' block sums. The nibble bias
 // (+8) is removed by starting from -8 x the activation block's byte sum.
-struct Q4Side {            // per activation row and block, prepared once per panel
-  std::vector<int32_t> nbias;  // -8 x the block's byte sum
-  std::vector<float> d;        // the block's scale
+// vpermt2b indices over a pair of registers holding 4 rows' blocks (32 bytes read from each
+// block's start: rows j = 0, 1 in the first register, 2, 3 in the second). kQsIdx: byte
+// m * 16 + j * 4 + t is qs byte 4m + t of row j (block byte 2 + 4m + t). kDIdx<g>: bytes 8g..8g+7
+// are the 4 rows' fp16 scales (block bytes 0, 1), for the rows 4g..4g+3 of a 16-row tile.
+constexpr std::array<uint8_t, 64> q4_qs_index() {
+  std::array<uint8_t, 64> idx{};
+  for (int m = 0; m < 4; ++m)
+    for (int j = 0; j < 4; ++j)
+      for (int t = 0; t < 4; ++t) idx[m * 16 + j * 4 + t] = static_cast<uint8_t>(j * 32 + 2 + 4 * m + t);
+  return idx;
+}
+constexpr std::array<uint8_t, 64> q4_d_index(int g) {
+  std::array<uint8_t, 64> idx{};
+  for (int j = 0; j < 4; ++j)
+    for (int t = 0; t < 2; ++t) idx[8 * g + 2 * j + t] = static_cast<uint8_t>(j * 32 + t);
+  return idx;
+}
+alignas(64) constexpr auto kQ4QsIdx = q4_qs_index();
+alignas(64) constexpr std::array<std::array<uint8_t, 64>, 4> kQ4DIdx = {q4_d_index(0), q4_d_index(1), q4_d_index(2),
+                                                                         q4_d_index(3)};
+
+// 16 rows of a tile: rows 4g..4g+3 at row[g], row[g] + stride, + 2 stride, + 3 stride.
+struct Q4Rows {
+  const uint8_t* row[4];
+  size_t stride;
 };
 
 template <int NA>
-void tile_q4_0_blocks(const BlockQ4_0* const* w, const BlockQ8_0* const* a, const int32_t* const* nbias,
-                      const float* const* ad, int64_t nb, float* const* out, const uint8_t* pf) {
-  alignas(64) static constexpr int32_t kIdx01[16] = {0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29};
-  alignas(64) static constexpr int32_t kIdx23[16] = {2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
-  const __m512i idx01 = _mm512_load_si512(kIdx01), idx23 = _mm512_load_si512(kIdx23);
+void tile_q4_0_blocks(const Q4Rows& w, const BlockQ8_0* const* a, const int32_t* const* nbias, const float* const* ad,
+                      int64_t nb, float* const* out, const uint8_t* pf) {
+  const __m512i qs_idx = _mm512_load_si512(kQ4QsIdx.data());
   const __m512i m4 = _mm512_set1_epi8(0x0f);
+  constexpr __mmask32 kBlock = (1u << sizeof(BlockQ4_0)) - 1;  // 18 bytes: nothing past a block is read
+  const size_t s = w.stride, s3 = 3 * w.stride;
   __m512 acc[NA];
   CLOVER_UNROLL
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, pf += 16 * sizeof(BlockQ4_0)) {
     prefetch_span<16 * sizeof(BlockQ4_0)>(pf);
-    __m512i q[4];
+    const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_0);
+    __m512i y[4], d = _mm512_setzero_si512();
     CLOVER_UNROLL
     for (int g = 0; g < 4; ++g) {
-      q[g] = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * g][b].qs)));
-      CLOVER_UNROLL
-      for (int i = 1; i < 4; ++i)
-        q[g] = _mm512_inserti32x4(q[g], _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[4 * g + i][b].qs)), i);
+      const uint8_t* p = w.row[g] + off;
+      const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(kBlock, p)),
+                                            _mm256_maskz_loadu_epi8(kBlock, p + s), 1);
+      const __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(kBlock, p + 2 * s)),
+                                            _mm256_maskz_loadu_epi8(kBlock, p + s3), 1);
+      y[g] = _mm512_permutex2var_epi8(lo, qs_idx, hi);  // [m 0: rows 0-3 | m 1 | m 2 | m 3], 4 bytes each
+      d = _mm512_or_si512(d, _mm512_maskz_permutex2var_epi8(__mmask64{0xff} << (8 * g), lo,
+                                                            _mm512_load_si512(kQ4DIdx[g].data()), hi));
     }
-    // Scales: the first 4 bytes of each row's block (d, then 2 qs bytes), d kept.
-    const __m512 dw = _mm512_cvtph_ps(_mm256_set_epi16(
-        static_cast<short>(w[15][b].d), static_cast<short>(w[14][b].d), static_cast<short>(w[13][b].d),
-        static_cast<short>(w[12][b].d), static_cast<short>(w[11][b].d), static_cast<short>(w[10][b].d),
-        static_cast<short>(w[9][b].d), static_cast<short>(w[8][b].d), static_cast<short>(w[7][b].d),
-        static_cast<short>(w[6][b].d), static_cast<short>(w[5][b].d), static_cast<short>(w[4][b].d),
-        static_cast<short>(w[3][b].d), static_cast<short>(w[2][b].d), static_cast<short>(w[1][b].d),
-        static_cast<short>(w[0][b].d)));
-    const __m512i t01 = _mm512_permutex2var_epi32(q[0], idx01, q[1]), t23 = _mm512_permutex2var_epi32(q[0], idx23, q[1]);
-    const __m512i u01 = _mm512_permutex2var_epi32(q[2], idx01, q[3]), u23 = _mm512_permutex2var_epi32(q[2], idx23, q[3]);
-    const __m512i z[4] = {_mm512_shuffle_i64x2(t01, u01, 0x44), _mm512_shuffle_i64x2(t01, u01, 0xEE),
-                          _mm512_shuffle_i64x2(t23, u23, 0x44), _mm512_shuffle_i64x2(t23, u23, 0xEE)};
+    const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(d));
+    // 128-bit transpose: z[m] = chunk m of y[0], y[1], y[2], y[3] (rows 0-15 of group m).
+    const __m512i t01 = _mm512_shuffle_i64x2(y[0], y[1], 0x44), t23 = _mm512_shuffle_i64x2(y[2], y[3], 0x44);
+    const __m512i u01 = _mm512_shuffle_i64x2(y[0], y[1], 0xEE), u23 = _mm512_shuffle_i64x2(y[2], y[3], 0xEE);
+    const __m512i z[4] = {_mm512_shuffle_i64x2(t01, t23, 0x88), _mm512_shuffle_i64x2(t01, t23, 0xDD),
+                          _mm512_shuffle_i64x2(u01, u23, 0x88), _mm512_shuffle_i64x2(u01, u23, 0xDD)};
     __m512i wm[8];
     CLOVER_UNROLL
     for (int g = 0; g < 4; ++g) {
@@ -323,7 +344,7 @@ void tile_q4_0_blocks(const BlockQ4_0* const* w, const BlockQ8_0* const* a, cons
     }
     CLOVER_UNROLL
     for (int r = 0; r < NA; ++r) {
-      // The activation's 4-byte groups, broadcast from memory (folded into vpdpbusd's operand).
+      // The activation's 4-byte groups, broadcast.
       typedef int32_t unaligned_i32 __attribute__((aligned(1), may_alias));
       const auto* aq = reinterpret_cast<const unaligned_i32*>(a[r][b].qs);
       // Four independent chains (integer sums are exact in any order), then added.
@@ -353,28 +374,17 @@ void run_q4_0(const MatmulCall& c) {
   }
   constexpr int kNA8 = 8;
   const int64_t panel = panel_rows(static_cast<size_t>(nb) * sizeof(BlockQ8_0), kNA8);
-  thread_local Q4Side side;  // grows to the largest panel seen, then is reused
-  const size_t need = static_cast<size_t>(std::min(panel, c.n)) * nb;
-  if (side.nbias.size() < need) side.nbias.resize(need), side.d.resize(need);
   // Tiles of 16 rows from a multiple of 8; rows outside [o_begin, o_end) or past the matrix are
   // computed into scratch (a last 8-row tile repeats its rows) and dropped.
   const int64_t t_begin = c.o_begin / 8 * 8;
   for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
     const int64_t p1 = std::min(c.n, p0 + panel);
-    for (int64_t i = p0; i < p1; ++i) {
-      const auto* a = static_cast<const BlockQ8_0*>(c.acts->row(c.act_index(i)));
-      for (int64_t b = 0; b < nb; ++b) {
-        int32_t sum = 0;
-        for (int k = 0; k < kQK; ++k) sum += a[b].qs[k];
-        side.nbias[(i - p0) * nb + b] = -8 * sum;
-        side.d[(i - p0) * nb + b] = _cvtsh_ss(a[b].d);
-      }
-    }
     for (int64_t o = t_begin; o < c.o_end; o += 16) {
-      const BlockQ4_0* w[16];
       const int64_t rows = std::min<int64_t>(16, c.w->rows - o);  // 8 or 16
-      for (int i = 0; i < 16; ++i)
-        w[i] = reinterpret_cast<const BlockQ4_0*>(wbase + static_cast<size_t>(o + (i < rows ? i : i - 8)) * c.w->row_stride);
+      Q4Rows w{};
+      w.stride = c.w->row_stride;
+      for (int g = 0; g < 4; ++g)
+        w.row[g] = wbase + static_cast<size_t>(o + (4 * g < rows ? 4 * g : 4 * g - 8)) * c.w->row_stride;
       const uint8_t* pf = wbase + static_cast<size_t>(o + 16) * c.w->row_stride + kPrefetchLead;
       const bool whole = rows == 16 && o >= c.o_begin && o + 16 <= c.o_end;
       for (int64_t i0 = p0; i0 < p1; i0 += kNA8) {
@@ -385,9 +395,10 @@ void run_q4_0(const MatmulCall& c) {
         float* out[kNA8];
         alignas(64) float tmp[kNA8][16];
         for (int r = 0; r < na; ++r) {
-          a[r] = static_cast<const BlockQ8_0*>(c.acts->row(c.act_index(i0 + r)));
-          nbias[r] = side.nbias.data() + (i0 + r - p0) * nb;
-          ad[r] = side.d.data() + (i0 + r - p0) * nb;
+          const int64_t idx = c.act_index(i0 + r);
+          a[r] = static_cast<const BlockQ8_0*>(c.acts->row(idx));
+          nbias[r] = c.acts->q4_bias(idx);
+          ad[r] = c.acts->scales(idx);
           out[r] = whole ? c.y + (i0 + r) * c.ldy + o : tmp[r];
         }
         switch (na) {
