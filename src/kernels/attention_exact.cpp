@@ -1,5 +1,5 @@
 // Exact attention for F32 caches (attention.h): llama.cpp's non-flash attention with an F32 KV
-// cache, step for step. The scalar twins of the two product passes, and the softmax between them.
+// cache, step for step: the scores, the softmax, and the scalar twin of the value pass.
 #include <algorithm>
 #include <cmath>
 
@@ -12,11 +12,6 @@
 namespace clover::kernels {
 
 namespace detail {
-
-void exact_scores_ref(const float* q, const KvHeadRef& k, int64_t n, int hd, float scale, float* s) {
-  for (int64_t j = 0; j < n; ++j)
-    s[j] = vec_dot_f32_ref(reinterpret_cast<const float*>(k.data + j * k.row_stride), q, hd) * scale;
-}
 
 void exact_values_ref(const float* p, const KvHeadRef& v, int64_t n, int hd, float* lanes, float* o) {
   std::fill(lanes, lanes + 16 * hd, 0.0f);
@@ -53,10 +48,10 @@ void attention_exact(const AttentionRows& rows, int hd, float scale, const KvHea
     const int64_t n16 = (n + 15) / 16 * 16;
     if (scratch.scores.size() < static_cast<size_t>(n16)) scratch.scores.resize(static_cast<size_t>(n16));
     float* s = scratch.scores.data();
-    if (simd)
-      detail::exact_scores_avx512(rows.q[r], k, n, hd, scale, s);
-    else
-      detail::exact_scores_ref(rows.q[r], k, n, hd, scale, s);
+    // Scores: each dot as ggml_vec_dot_f32 sums it (llama.cpp's kq product reads the permuted,
+    // non-contiguous queries, which tinyBLAS declines).
+    const auto dot = simd ? detail::vec_dot_f32_avx512 : detail::vec_dot_f32_ref;
+    for (int64_t j = 0; j < n; ++j) s[j] = dot(reinterpret_cast<const float*>(k.data + j * k.row_stride), rows.q[r], hd) * scale;
     std::fill(s + n, s + n16, -INFINITY);
     const float mx = *std::max_element(s, s + n);
     const float inv_sum = static_cast<float>(1.0 / softmax_exp_row(s, s, n16, mx));

@@ -1,17 +1,11 @@
-// AVX-512 passes of the exact attention (attention_exact_internal.h); the bits equal the twins'.
+// AVX-512 value pass of the exact attention (attention_exact_internal.h); the bits equal the twins'.
 #include <immintrin.h>
 
 #include <algorithm>
 
 #include "kernels/attention_exact_internal.h"
-#include "kernels/matmul_internal.h"
 
 namespace clover::kernels::detail {
-
-void exact_scores_avx512(const float* q, const KvHeadRef& k, int64_t n, int hd, float scale, float* s) {
-  for (int64_t j = 0; j < n; ++j)
-    s[j] = vec_dot_f32_avx512(reinterpret_cast<const float*>(k.data + j * k.row_stride), q, hd) * scale;
-}
 
 void exact_values_avx512(const float* p, const KvHeadRef& v, int64_t n, int hd, float* lanes, float* o) {
   std::fill(lanes, lanes + 16 * hd, 0.0f);

@@ -8,6 +8,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/vecmath_internal.h"  // reduce16
 
 namespace clover::kernels {
 
@@ -77,10 +78,7 @@ float vec_dot_f32_ref(const float* x, const float* y, int64_t n) {
       for (int l = 0; l < kLanes; ++l) acc[j][l] = std::fma(x[i + kLanes * j + l], y[i + kLanes * j + l], acc[j][l]);
   float b[kLanes];
   for (int l = 0; l < kLanes; ++l) b[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-  float a8[8], a4[4];
-  for (int i = 0; i < 8; ++i) a8[i] = b[i] + b[i + 8];
-  for (int i = 0; i < 4; ++i) a4[i] = a8[i] + a8[i + 4];
-  return dot_tail(x, y, np, n, (a4[0] + a4[2]) + (a4[1] + a4[3]));
+  return dot_tail(x, y, np, n, reduce16(b));
 }
 
 namespace {

@@ -107,16 +107,11 @@ void tile_float(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, 
     for (int i = 0; i < NW; ++i) out[r][i] = _mm512_reduce_add_ps(acc[i][r]);
 }
 
-template <DType T, int NW, int NA>
-void tile(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, float* const* out, const uint8_t* pf) {
-  tile_float<T, NW, NA>(w, a, cols, out, pf);
-}
-
 using TileFn = void (*)(const uint8_t* const*, const uint8_t* const*, int64_t, float* const*, const uint8_t*);
 
 template <DType T, int NW, int... NA>
 constexpr std::array<TileFn, sizeof...(NA)> tile_table(std::integer_sequence<int, NA...>) {
-  return {&tile<T, NW, NA + 1>...};
+  return {&tile_float<T, NW, NA + 1>...};
 }
 
 // ggml's row dot products (SumOrder::VecDot). F32: ggml_vec_dot_f32 (vec_dot_f32_avx512 below).
@@ -273,15 +268,17 @@ void run_q8_0_lanes8(const MatmulCall& c) {
 
 // Q4_0 weights in llama.cpp's orders (matmul_internal.h). A matrix with a multiple of 8 rows is
 // what llama.cpp repacks into 8-row interleaved blocks: per block, one exact int32 sum per output
-// and one float accumulator per output. Here a tile of 16 weight rows has its lanes = rows: the
-// 16 qs bytes of the 16 rows are transposed in 4-byte groups (vpermt2d, vshufi64x2) and split
-// into low and high nibbles (vector m holds values 4m..4m+3 of every row); vpdpbusd against the
-// activation's 4 bytes of group m, broadcast, adds up all 16 rows' block sums. The nibble bias
-// (+8) is removed by starting from -8 x the activation block's byte sum.
-// vpermt2b indices over a pair of registers holding 4 rows' blocks (32 bytes read from each
-// block's start: rows j = 0, 1 in the first register, 2, 3 in the second). kQsIdx: byte
-// m * 16 + j * 4 + t is qs byte 4m + t of row j (block byte 2 + 4m + t). kDIdx<g>: bytes 8g..8g+7
-// are the 4 rows' fp16 scales (block bytes 0, 1), for the rows 4g..4g+3 of a 16-row tile.
+// and one float accumulator per output. Here a tile of 16 weight rows has its lanes = rows: each
+// row's block is read whole, vpermt2b gathers 4 rows' qs bytes in 4-byte groups (and their
+// scales), a 128-bit transpose gives vector m = values 4m..4m+3 of every row, and the nibbles are
+// split; vpdpbusd against the activation's 4 bytes of group m, broadcast, adds up all 16 rows'
+// block sums. The nibble bias (+8) is removed by starting from -8 x the activation block's byte
+// sum (ActRows::q4_bias).
+//
+// The vpermt2b indices, over a pair of registers holding 4 rows' blocks (32 bytes read from each
+// block's start: rows j = 0, 1 in the first register, 2, 3 in the second). q4_qs_index: byte
+// m * 16 + j * 4 + t is qs byte 4m + t of row j (block byte 2 + 4m + t). q4_d_index(g): bytes
+// 8g..8g+7 are the 4 rows' fp16 scales (block bytes 0, 1), for the rows 4g..4g+3 of a tile.
 constexpr std::array<uint8_t, 64> q4_qs_index() {
   std::array<uint8_t, 64> idx{};
   for (int m = 0; m < 4; ++m)

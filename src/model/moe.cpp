@@ -109,17 +109,21 @@ void Forward::moe_layer(int il, int T) {
   s.in_acts.reset(s.h.row(0), T, E, E);
   const int64_t ff_ld = s.ffn_gate.cols;
   s.in_acts.prepare({W.gate.first.type, W.up.first.type, W.shared_gate.type, W.shared_up.type});
+  // Routed experts sum as llama.cpp's MUL_MAT_ID does, the shared expert as its dense product.
+  auto order = [](const kernels::MatRef& m, bool shared) {
+    return shared ? kernels::sum_order(m.type, m.rows, m.cols) : kernels::SumOrder::VecDot;
+  };
   pool_.parallel_for(static_cast<int64_t>(s.tasks.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const ExpertTask& tk = s.tasks[i];
       float* g = s.ffn_gate.row(tk.out_row);
       float* u = s.ffn_up.row(tk.out_row);
-      // Routed experts sum as llama.cpp's MUL_MAT_ID does, the shared expert as its dense product.
-      const auto order = tk.out_row >= n_routed ? kernels::sum_order(tk.gate.type, tk.gate.rows, tk.gate.cols)
-                                                : kernels::SumOrder::VecDot;
-      kernels::matmul_selected(tk.gate, s.in_acts.get(tk.gate.type), tk.tokens, tk.n, g, ff_ld, tk.o_begin, tk.o_end, order);
-      kernels::matmul_selected(tk.up, s.in_acts.get(tk.up.type), tk.tokens, tk.n, u, ff_ld, tk.o_begin, tk.o_end, order);
-      const int64_t ff = tk.out_row >= n_routed ? hp_.n_ff_shexp : hp_.n_ff_exp;
+      const bool shared = tk.out_row >= n_routed;
+      kernels::matmul_selected(tk.gate, s.in_acts.get(tk.gate.type), tk.tokens, tk.n, g, ff_ld, tk.o_begin, tk.o_end,
+                               order(tk.gate, shared));
+      kernels::matmul_selected(tk.up, s.in_acts.get(tk.up.type), tk.tokens, tk.n, u, ff_ld, tk.o_begin, tk.o_end,
+                               order(tk.up, shared));
+      const int64_t ff = shared ? hp_.n_ff_shexp : hp_.n_ff_exp;
       for (int32_t r = 0; r < tk.n; ++r) kernels::swiglu_span(g + r * ff_ld, u + r * ff_ld, ff, tk.o_begin, tk.o_end);
     }
   });
@@ -142,7 +146,7 @@ void Forward::moe_layer(int il, int T) {
       const kernels::ActRows& a = is_shared ? s.acts2 : s.acts;
       const int32_t first = is_shared ? 0 : tk.out_row;
       kernels::matmul_selected(tk.down, a, s.iota.data() + first, tk.n, s.ffn_down.row(tk.out_row), E, tk.o_begin, tk.o_end,
-                               is_shared ? kernels::sum_order(tk.down.type, tk.down.rows, tk.down.cols) : kernels::SumOrder::VecDot);
+                               order(tk.down, is_shared));
     }
   });
 
