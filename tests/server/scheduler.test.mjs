@@ -245,3 +245,41 @@ test('/metrics: Prometheus text with the documented series', async () => {
   const m = await metrics();
   assert.equal(m.clover_slots_total, 4);
 });
+
+test('an answer that ends on an end token keeps its slot: the next turn reuses it, slots are taken least recently used', async () => {
+  // Four conversations fill the four slots; Z's answer ends on the model's end token (not on
+  // max_tokens). A fifth, unrelated conversation must then take the least recently used slot
+  // (W's), not Z's: Z's slot still holds Z's conversation, end token included.
+  const tokens = async (text, special = false) => (await post('/tokenize', { content: text, parse_special: special })).json.tokens;
+  const turn = async (prompt, extra = {}) => {
+    const r = await post('/v1/completions', { model: MODEL, prompt, temperature: 0, return_tokens: true, ...extra });
+    assert.equal(r.status, 200, r.text);
+    return r.json;
+  };
+  const fixed = { max_tokens: 4, ignore_eos: true };
+  const w = await tokens('Walrus conversation, first turn.');
+  const x = await tokens('Xylophone conversation, first turn.');
+  const y = await tokens('Yacht conversation, first turn.');
+  const z = await tokens('<|im_start|>user\nWhat is the capital of Australia? One word.<|im_end|>\n<|im_start|>assistant\n', true);
+  const v = await tokens('Velvet conversation, first turn.');
+  assert.equal(new Set([w[0], x[0], y[0], z[0], v[0]]).size, 5, 'the prompts must not share a first token');
+  const w1 = await turn(w, fixed);
+  const x1 = await turn(x, fixed);
+  const y1 = await turn(y, fixed);
+  const z1 = await turn(z, { max_tokens: 300 });
+  assert.equal(z1.choices[0].finish_reason, 'stop', 'Z must end on an end token');
+  const zgen = z1.choices[0].tokens;
+  const end = (await tokens('<|im_end|>', true))[0];
+  assert.equal(zgen[zgen.length - 1], end, 'the returned tokens end with the end token');
+  await turn(v, fixed);  // evicts the least recently used slot: W's
+
+  const more = await tokens(' Next turn.');
+  const z2 = await turn([...z, ...zgen, ...more], fixed);
+  assert.equal(z2.usage.prompt_tokens_details.cached_tokens, z.length + zgen.length, "Z's slot kept Z's conversation");
+  const y2 = await turn([...y, ...y1.choices[0].tokens, ...more], fixed);
+  assert.equal(y2.usage.prompt_tokens_details.cached_tokens, y.length + 4, "Y's slot kept Y's conversation");
+  const x2 = await turn([...x, ...x1.choices[0].tokens, ...more], fixed);
+  assert.equal(x2.usage.prompt_tokens_details.cached_tokens, x.length + 4, "X's slot kept X's conversation");
+  const w2 = await turn([...w, ...w1.choices[0].tokens, ...more], fixed);
+  assert.equal(w2.usage.prompt_tokens_details.cached_tokens, 0, "W's slot (the least recently used) went to V");
+});
