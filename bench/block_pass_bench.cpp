@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "model/forward.h"
+#include "backend/executor.h"
 #include "args.h"
 #include "timing.h"
 
@@ -52,15 +52,23 @@ int main(int argc, char** argv) {
   try {
     auto m = model::Model::load(argv[1]);
     const model::HParams& hp = m->hp();
-    ThreadPool pool(threads);
-    model::Forward f(*m, pool, std::max(B, 64));
+    backend::ExecutorOptions eo;
+    eo.n_threads = threads;
+    eo.max_batch = std::max(B, 64);
+    const auto exec = backend::make_executor(*m, eo);
+    // One pass; returns its distinct experts per layer.
+    auto run = [&](backend::Pass p) {
+      exec->run(p);
+      return double(p.stats.distinct_experts) / hp.n_layer;
+    };
     std::mt19937 rng(1);
     std::vector<int32_t> toks(prefix + B);
     for (auto& t : toks) t = static_cast<int32_t>(rng() % std::min(hp.n_vocab, 500));
     std::vector<float> logits(static_cast<size_t>(B) * hp.n_vocab);
-    model::SequenceState st(hp, prefix + B + 8);
-    f.causal(st, std::span<const int32_t>(toks.data(), prefix), model::LogitRows::Last, logits.data());
-    const auto snapshot = st.gdn;
+    const auto st = exec->new_sequence(prefix + B + 8, {});
+    run(backend::Pass::causal(*st, std::span<const int32_t>(toks.data(), prefix), backend::LogitRows::Last, logits.data()));
+    const auto snapshot = st->new_snapshot();
+    st->save(*snapshot);
 
     std::vector<double> t_ar, t_den, t_commit, c_ar, c_den;
     double experts_ar = 0, experts_den = 0, experts_commit = 0;
@@ -72,22 +80,19 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n_rows; ++i) rows[i] = i;
     for (int r = 0; r < reps + 1; ++r) {  // the first round warms up
       double t0 = now(), u0 = cpu_now();
-      f.causal(st, std::span<const int32_t>(&toks[prefix], 1), model::LogitRows::Last, logits.data());
+      experts_ar = run(backend::Pass::causal(*st, std::span<const int32_t>(&toks[prefix], 1), backend::LogitRows::Last, logits.data()));
       const double a = now() - t0, ua = cpu_now() - u0;
-      experts_ar = double(f.last_stats().distinct_experts) / hp.n_layer;
-      st.gdn = snapshot, st.n_past = prefix;
+      st->restore(*snapshot);
       double d = 0, ud = 0;
       if (hp.has_reverse_path) {
         t0 = now(), u0 = cpu_now();
-        f.denoise(st, block, logits.data(), true, rows);
+        experts_den = run(backend::Pass::denoise(*st, block, rows, logits.data(), true));
         d = now() - t0, ud = cpu_now() - u0;
-        experts_den = double(f.last_stats().distinct_experts) / hp.n_layer;
       }
       t0 = now();
-      f.causal(st, std::span<const int32_t>(&toks[prefix], B), model::LogitRows::Last, logits.data());
+      experts_commit = run(backend::Pass::causal(*st, std::span<const int32_t>(&toks[prefix], B), backend::LogitRows::Last, logits.data()));
       const double c = now() - t0;
-      experts_commit = double(f.last_stats().distinct_experts) / hp.n_layer;
-      st.gdn = snapshot, st.n_past = prefix;
+      st->restore(*snapshot);
       if (r > 0) t_ar.push_back(a), t_den.push_back(d), t_commit.push_back(c), c_ar.push_back(ua), c_den.push_back(ud);
     }
     const double ar = median(t_ar), den = median(t_den), com = median(t_commit);

@@ -1,5 +1,5 @@
 // Continuous batching at the model level: N sequences each taking one AR decode step, as N
-// separate passes (Forward::causal) and as one multi-sequence pass (Forward::multi), alternated
+// separate passes and as one stacked pass (Executor::run with N passes), alternated
 // on the same states; docs/server.md. Prints a markdown row.
 //
 // usage: multi_pass_bench MODEL.gguf [--seqs N] [--prefix P] [--reps R] [-t THREADS]
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "model/forward.h"
+#include "backend/executor.h"
 #include "args.h"
 #include "timing.h"
 
@@ -39,31 +39,35 @@ int main(int argc, char** argv) {
   try {
     auto m = model::Model::load(argv[1]);
     const model::HParams& hp = m->hp();
-    ThreadPool pool(threads);
-    model::Forward f(*m, pool, std::max(prefix, n_seq));
+    backend::ExecutorOptions eo;
+    eo.n_threads = threads;
+    eo.max_batch = std::max(prefix, n_seq);
+    const auto exec = backend::make_executor(*m, eo);
     std::mt19937 rng(1);
-    std::vector<std::unique_ptr<model::SequenceState>> st;
+    std::vector<std::unique_ptr<backend::Sequence>> st;
     std::vector<std::vector<float>> logits(n_seq, std::vector<float>(hp.n_vocab));
     std::vector<int32_t> toks(n_seq);
     for (int i = 0; i < n_seq; ++i) {
-      st.push_back(std::make_unique<model::SequenceState>(hp, prefix + 2 * reps + 8));
+      st.push_back(exec->new_sequence(prefix + 2 * reps + 8, {}));
       std::vector<int32_t> p(prefix);
       for (auto& t : p) t = static_cast<int32_t>(rng() % std::min(hp.n_vocab, 500));
-      f.causal(*st[i], p, model::LogitRows::Last, logits[i].data());
+      backend::Pass pass = backend::Pass::causal(*st[i], p, backend::LogitRows::Last, logits[i].data());
+      exec->run(pass);
       toks[i] = static_cast<int32_t>(rng() % std::min(hp.n_vocab, 500));
     }
     std::vector<double> t_sep, t_multi;
     for (int r = 0; r < reps + 1; ++r) {  // the first round warms up
       double t0 = now();
-      for (int i = 0; i < n_seq; ++i)
-        f.causal(*st[i], std::span<const int32_t>(&toks[i], 1), model::LogitRows::Last, logits[i].data());
+      for (int i = 0; i < n_seq; ++i) {
+        backend::Pass pass = backend::Pass::causal(*st[i], std::span<const int32_t>(&toks[i], 1), backend::LogitRows::Last, logits[i].data());
+        exec->run(pass);
+      }
       const double a = now() - t0;
-      std::vector<model::SeqPass> passes;
+      std::vector<backend::Pass> passes;
       for (int i = 0; i < n_seq; ++i)
-        passes.push_back(model::SeqPass{st[i].get(), std::span<const int32_t>(&toks[i], 1), model::PassKind::Causal,
-                                        model::LogitRows::Last, logits[i].data(), true});
+        passes.push_back(backend::Pass::causal(*st[i], std::span<const int32_t>(&toks[i], 1), backend::LogitRows::Last, logits[i].data()));
       t0 = now();
-      f.multi(passes);
+      exec->run(passes);
       const double b = now() - t0;
       if (r > 0) t_sep.push_back(a), t_multi.push_back(b);
     }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 namespace clover::decode {
 
@@ -12,16 +13,14 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Runs a causal pass through the context (appends `tokens` to the state, not to `committed`).
-void causal(Context& c, std::span<const int32_t> tokens, model::LogitRows rows, float* logits) {
-  if (c.run_pass)
-    c.run_pass(model::SeqPass{&c.state, tokens, model::PassKind::Causal, rows, logits, true});
-  else
-    c.forward.causal(c.state, tokens, rows, logits);
+// Runs a causal pass through the context (appends `tokens` to the sequence, not to `committed`).
+void causal(Context& c, std::span<const int32_t> tokens, backend::LogitRows rows, float* logits) {
+  backend::Pass p = backend::Pass::causal(c.seq, tokens, rows, logits);
+  c.run_pass(p);
 }
 
 // A causal pass that commits `tokens` to the state (and to the committed list).
-void commit(Context& c, std::span<const int32_t> tokens, model::LogitRows rows, float* logits, Stats& stats) {
+void commit(Context& c, std::span<const int32_t> tokens, backend::LogitRows rows, float* logits, Stats& stats) {
   const auto t0 = Clock::now();
   causal(c, tokens, rows, logits);
   c.committed.insert(c.committed.end(), tokens.begin(), tokens.end());
@@ -34,13 +33,8 @@ void commit(Context& c, std::span<const int32_t> tokens, model::LogitRows rows, 
 void denoise(Context& c, const std::vector<int32_t>& block, std::span<const int32_t> rows, const Options& o, float* logits,
              Stats& stats) {
   const auto t0 = Clock::now();
-  if (c.run_pass) {
-    model::SeqPass p{&c.state, block, model::PassKind::Denoise, model::LogitRows::All, logits, o.reverse_path};
-    p.denoise_rows = rows;
-    c.run_pass(p);
-  } else {
-    c.forward.denoise(c.state, block, logits, o.reverse_path, rows);
-  }
+  backend::Pass p = backend::Pass::denoise(c.seq, block, rows, logits, o.reverse_path);
+  c.run_pass(p);
   ++stats.denoise_passes;
   stats.denoise_seconds += since(t0);
 }
@@ -57,22 +51,22 @@ int32_t argmax_except(const float* row, int n, int32_t except) {
 }  // namespace
 
 void decode_ar(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
-  const int V = c.forward.model().hp().n_vocab;
+  const int V = c.n_vocab;
   std::vector<float> logits(V);
   int32_t p = pending;
   for (int emitted = 1;; ++emitted) {
     const bool go = emit(p);
     if (!go || emitted >= o.max_tokens) {
-      commit(c, std::span<const int32_t>(&p, 1), model::LogitRows::None, nullptr, stats);
+      commit(c, std::span<const int32_t>(&p, 1), backend::LogitRows::None, nullptr, stats);
       return;
     }
-    commit(c, std::span<const int32_t>(&p, 1), model::LogitRows::Last, logits.data(), stats);
+    commit(c, std::span<const int32_t>(&p, 1), backend::LogitRows::Last, logits.data(), stats);
     p = c.sampler.sample(logits.data(), c.committed).token;
   }
 }
 
 void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
-  const int V = c.forward.model().hp().n_vocab;
+  const int V = c.n_vocab;
   const int B = o.block_size;
   // Compared in log space: near 1 float probabilities saturate and would create false ties.
   const double log_tau = o.threshold > 0 ? std::log(o.threshold) : -std::numeric_limits<double>::infinity();
@@ -85,6 +79,9 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
   int32_t p = pending;
   int emitted = 0;
   for (;;) {
+    // A limit does not shrink the block (CLOVER-SPEC 2.1): every pass decides over all B
+    // positions, exactly as without a limit, and only the output stops at the limit. So the
+    // answer with a limit N is the first N tokens of the answer with a larger one.
     const int need = std::min(B, o.max_tokens - emitted);  // positions of this block that will be output
     std::fill(block.begin(), block.end(), o.mask_token);
     std::fill(decided.begin(), decided.end(), false);
@@ -99,20 +96,21 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
       }
     };
     flush();
+    // Passes until the positions to output are decided (later passes could not change them).
     for (int pass = 1; !stop && next < need; ++pass) {
       rows.clear();
-      for (int j = 1; j < need; ++j)
+      for (int j = 1; j < B; ++j)
         if (!decided[j]) rows.push_back(j - 1);
       denoise(c, block, rows, o, logits.data(), stats);
       int best = -1;
-      for (int j = 1; j < need; ++j) {
+      for (int j = 1; j < B; ++j) {
         if (decided[j]) continue;
         // Position j is predicted by the output at j-1 (AR-style shift).
         cand[j] = c.sampler.sample(logits.data() + static_cast<size_t>(j - 1) * V, c.committed, o.mask_token);
         if (best < 0 || cand[j].logprob > cand[best].logprob) best = j;  // ties: lowest position
       }
       int filled = 0;
-      for (int j = 1; j < need; ++j)
+      for (int j = 1; j < B; ++j)
         if (!decided[j] && (cand[j].logprob >= log_tau || j == best)) {
           block[j] = cand[j].token;
           decided[j] = true;
@@ -124,13 +122,13 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
     }
     if (stop || need < B) {
       // Keep the state equal to the output: commit what was emitted of this block.
-      commit(c, std::span<const int32_t>(block.data(), next), model::LogitRows::None, nullptr, stats);
+      commit(c, std::span<const int32_t>(block.data(), next), backend::LogitRows::None, nullptr, stats);
       ++stats.blocks;
       return;
     }
     // The commit pass: the finished block, causally, into the cache; its last output is the next
     // pending token.
-    commit(c, block, model::LogitRows::Last, logits.data(), stats);
+    commit(c, block, backend::LogitRows::Last, logits.data(), stats);
     ++stats.blocks;
     if (emitted >= o.max_tokens) return;
     p = c.sampler.sample(logits.data(), c.committed).token;
@@ -138,11 +136,11 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
 }
 
 void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
-  const int V = c.forward.model().hp().n_vocab;
+  const int V = c.n_vocab;
   const int B = o.block_size;
   std::vector<float> logits(static_cast<size_t>(B) * V);
   std::vector<int32_t> block(B);
-  std::vector<model::GdnLayerState> snapshot;
+  const std::unique_ptr<backend::Snapshot> snapshot = c.seq.new_snapshot();
   std::vector<int32_t> draft_rows(B - 1);  // outputs 0 .. B-2 draft positions 1 .. B-1
   for (int j = 0; j < B - 1; ++j) draft_rows[j] = j;
   int32_t p = pending;
@@ -150,7 +148,7 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
   for (;;) {
     ++emitted;
     if (!emit(p) || emitted >= o.max_tokens) {
-      commit(c, std::span<const int32_t>(&p, 1), model::LogitRows::None, nullptr, stats);
+      commit(c, std::span<const int32_t>(&p, 1), backend::LogitRows::None, nullptr, stats);
       return;
     }
     // Guess: one denoising pass drafts every position at once.
@@ -160,11 +158,11 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
     for (int j = 1; j < B; ++j) block[j] = argmax_except(logits.data() + static_cast<size_t>(j - 1) * V, V, o.mask_token);
     if (o.observer) o.observer(block, std::vector<bool>(B, true), 1);
 
-    // Verify: one causal pass over the draft. The GDN state cannot be truncated, so keep a copy.
-    snapshot = c.state.gdn;  // reuses the snapshot's storage after the first cycle
-    const int n_past0 = c.state.n_past;
+    // Verify: one causal pass over the draft. The GDN state cannot be truncated, so keep a copy
+    // (the snapshot's storage is reused after the first cycle).
+    c.seq.save(*snapshot);
     const auto t0 = Clock::now();
-    causal(c, block, model::LogitRows::All, logits.data());
+    causal(c, block, backend::LogitRows::All, logits.data());
     ++stats.causal_passes;
     stats.causal_seconds += since(t0);
 
@@ -188,10 +186,10 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
     stats.denoised_tokens += kept;
     ++stats.blocks;
     if (kept + 1 < B) {
-      // Roll back: restore the recurrent state, truncate the KV cache, replay the kept tokens.
-      c.state.gdn = snapshot;
-      c.state.n_past = n_past0;
-      commit(c, std::span<const int32_t>(block.data(), kept + 1), model::LogitRows::None, nullptr, stats);
+      // Roll back: restore the recurrent state and the length (the KV rows beyond it are
+      // overwritten by the replay), replay the kept tokens.
+      c.seq.restore(*snapshot);
+      commit(c, std::span<const int32_t>(block.data(), kept + 1), backend::LogitRows::None, nullptr, stats);
     } else {
       c.committed.insert(c.committed.end(), block.begin(), block.end());
     }

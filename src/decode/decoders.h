@@ -1,4 +1,5 @@
-// The decoding modes of CLOVER-SPEC section 2, on top of the forward pass:
+// The decoding modes of CLOVER-SPEC section 2, on top of the execution boundary (backend/executor.h:
+// they run on any backend):
 //   ar        one causal pass per token;
 //   diffusion block diffusion: denoise a block of B positions, fill every masked position whose
 //             confidence reaches tau (at least the most confident one), repeat, then one causal
@@ -12,7 +13,7 @@
 #include <functional>
 #include <vector>
 
-#include "model/forward.h"
+#include "backend/executor.h"
 #include "sampling/sampler.h"
 
 namespace clover::decode {
@@ -44,18 +45,18 @@ struct Stats {
   double causal_seconds = 0.0;
 };
 
-// Runs one forward pass of the decoder's sequence (SeqPass::state is the context's state).
-using PassFn = std::function<void(const model::SeqPass& pass)>;
+// Runs one pass of the decoder's sequence (the engine shares it with other sessions' passes:
+// continuous batching; a test runs it on an executor directly).
+using PassFn = std::function<void(backend::Pass& pass)>;
 
-// What a decoder works on. `committed` is the list of tokens in the state; decoders append what
-// they commit to it. Passes go to `run_pass` when set (the engine shares them with other
-// sequences: continuous batching), else straight to `forward`.
+// What a decoder works on. `committed` is the list of tokens in the sequence; decoders append
+// what they commit to it.
 struct Context {
-  model::Forward& forward;
-  model::SequenceState& state;
+  PassFn run_pass;
+  backend::Sequence& seq;
   sampling::Sampler& sampler;
   std::vector<int32_t>& committed;
-  PassFn run_pass = {};
+  int n_vocab;
 };
 
 // Each decoder starts from the pending token (decided from the last prompt logits, not yet in the

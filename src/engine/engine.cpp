@@ -4,15 +4,14 @@
 #include <chrono>
 #include <fmt/format.h>
 #include <map>
-#include <thread>
 
 #include "clover/clover.h"
+#include "backend/executor.h"
+#include "decode/decoders.h"
 #include "engine/pass_batcher.h"
 #include "engine/stop_strings.h"
 #include "gguf/gguf.h"
-#include "model/forward.h"
 #include "model/model.h"
-#include "decode/decoders.h"
 #include "sampling/sampler.h"
 
 namespace clover {
@@ -47,10 +46,10 @@ DType to_dtype(CacheType t);
 class SessionImpl final : public Session {
  public:
   SessionImpl(EngineImpl& eng);
-  int n_past() const override { return state_.n_past; }
+  int n_past() const override { return seq_->n_past(); }
   int n_ctx() const override { return n_ctx_; }
   void reset() override {
-    state_.reset();
+    seq_->reset();
     history_.clear();
     snapshots_.clear();
   }
@@ -61,42 +60,36 @@ class SessionImpl final : public Session {
   Event generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) override;
 
  private:
-  // The recurrent state after the first n_tokens of history_ (the attention cache needs no copy:
-  // its rows up to n_tokens are still those of that prefix as long as history_ starts with it).
-  struct Snapshot {
-    int n_tokens = 0;
-    std::vector<model::GdnLayerState> gdn;
-  };
+  // Snapshots of the recurrent state after the first n_past() tokens of history_ (the attention
+  // cache needs no copy: its rows up to there are still those of that prefix as long as history_
+  // starts with it).
+  using Snapshot = std::unique_ptr<backend::Snapshot>;
   // The longest reusable prefix: all of history_ when it is a strict prefix of the prompt
   // (snapshot -1), else the longest snapshot that is (its index).
   std::pair<int, int> best_prefix(std::span<const int32_t> prompt) const;
   void take_snapshot();
-  // Passes of this session, through the engine's batcher; the caller is a participant.
-  void run_pass(const model::SeqPass& p);
+  // Passes of this session, through the engine's batcher; the caller is a participant. Long
+  // causal passes go in chunks of max_batch; p.stats sums them. Records the pass as last_pass_.
+  void run_pass(backend::Pass& p);
   std::vector<float> eval_batched(std::span<const int32_t> tokens, bool all_positions);
 
   EngineImpl& eng_;
-  model::SequenceState state_;
-  std::vector<int32_t> history_;  // tokens in the state
+  std::unique_ptr<backend::Sequence> seq_;
+  std::vector<int32_t> history_;     // tokens in the sequence
   std::vector<Snapshot> snapshots_;  // oldest first, at most EngineOptions::state_snapshots
-  int n_ctx_;                      // the context offered to requests (the state has block scratch beyond it)
-  PassStats last_pass_;             // copied from the shared Forward after each eval/denoise of this session
-  void note_pass();
+  int n_ctx_;                        // the context offered to requests (the sequence has block scratch beyond it)
+  PassStats last_pass_;              // this session's last pass, as its executor reported it
 };
 
 class EngineImpl final : public Engine {
  public:
-  EngineImpl(std::unique_ptr<model::Model> m, const EngineOptions& opts)
-      : model_(std::move(m)),
-        pool_(opts.n_threads > 0 ? opts.n_threads : std::max(1u, std::thread::hardware_concurrency())),
-        forward_(*model_, pool_, opts.max_batch),
-        batcher_(forward_),
-        snapshots_(std::max(0, opts.state_snapshots)) {
+  EngineImpl(std::unique_ptr<model::Model> m, std::unique_ptr<backend::Executor> exec, const EngineOptions& opts)
+      : model_(std::move(m)), executor_(std::move(exec)), batcher_(*executor_), snapshots_(std::max(0, opts.state_snapshots)) {
     const model::HParams& hp = model_->hp();
     if (!opts.routing_trace.empty()) {
       trace_ = std::fopen(opts.routing_trace.c_str(), "w");
       if (!trace_) throw Error("cannot write " + opts.routing_trace);
-      forward_.trace_routing(trace_);
+      executor_->trace_routing(trace_);
     }
     n_ctx_ = opts.n_ctx > 0 ? opts.n_ctx : std::min(hp.n_ctx_train, kMaxContext);
     kv_types_ = {to_dtype(opts.cache_type_k), to_dtype(opts.cache_type_v)};
@@ -133,12 +126,9 @@ class EngineImpl final : public Engine {
   }
 
   const ModelInfo& info() const override { return info_; }
-  int n_threads() const override { return pool_.size(); }
+  int n_threads() const override { return executor_->n_threads(); }
   std::unique_ptr<Session> new_session() override { return std::make_unique<SessionImpl>(*this); }
-  BatchingStats batching_stats() const override {
-    const engine::BatchStats b = batcher_.stats();
-    return BatchingStats{b.rounds, b.sequences, b.max_sequences};
-  }
+  BatchingStats batching_stats() const override { return batcher_.stats(); }
 
   std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const override {
     return model_->tokenizer().encode(text, parse_special);
@@ -151,28 +141,27 @@ class EngineImpl final : public Engine {
   const std::string& chat_template() const override { return model_->chat_template(); }
 
   const model::Model& model() const { return *model_; }
-  model::Forward& forward() { return forward_; }
+  backend::Executor& executor() { return *executor_; }
   engine::PassBatcher& batcher() { return batcher_; }
   int n_ctx() const { return n_ctx_; }
   int snapshots() const { return snapshots_; }
-  model::KvTypes kv_types() const { return kv_types_; }
+  backend::KvTypes kv_types() const { return kv_types_; }
 
  private:
   void describe_context(const EngineOptions& opts);
 
   std::unique_ptr<model::Model> model_;
-  ThreadPool pool_;
-  model::Forward forward_;
+  std::unique_ptr<backend::Executor> executor_;
   engine::PassBatcher batcher_;
   int snapshots_;
   int n_ctx_ = 0;
-  model::KvTypes kv_types_;
+  backend::KvTypes kv_types_;
   ModelInfo info_;
   std::FILE* trace_ = nullptr;
 };
 
 SessionImpl::SessionImpl(EngineImpl& eng)
-    : eng_(eng), state_(eng.model().hp(), eng.n_ctx() + kMaxBlock, eng.kv_types()), n_ctx_(eng.n_ctx()) {}
+    : eng_(eng), seq_(eng.executor().new_sequence(eng.n_ctx() + kMaxBlock, eng.kv_types())), n_ctx_(eng.n_ctx()) {}
 
 // --- Context and KV cache types (docs/long-context.md) ---
 
@@ -183,37 +172,40 @@ DType to_dtype(CacheType t) { return t == CacheType::F32 ? DType::F32 : t == Cac
 void EngineImpl::describe_context(const EngineOptions& opts) {
   const model::HParams& hp = model_->hp();
   try {
-    model::SequenceState::check_kv_types(hp, kv_types_);
+    backend::check_kv_types(hp, kv_types_);
   } catch (const std::exception& e) {
     throw Error(e.what());
   }
-  info_.recurrent_state_bytes = model::SequenceState::recurrent_bytes_for(hp);
+  info_.recurrent_state_bytes = backend::recurrent_bytes_for(hp);
   info_.n_ctx = n_ctx_;
   info_.cache_type_k = std::string(cache_type_name(opts.cache_type_k));
   info_.cache_type_v = std::string(cache_type_name(opts.cache_type_v));
-  info_.kv_cache_bytes = model::SequenceState::kv_bytes_for(hp, n_ctx_ + kMaxBlock, kv_types_);
+  info_.kv_cache_bytes = backend::kv_bytes_for(hp, n_ctx_ + kMaxBlock, kv_types_);
 }
 
-void SessionImpl::run_pass(const model::SeqPass& p) {
-  if (p.kind == model::PassKind::Denoise) {
-    eng_.batcher().run(p);
+void SessionImpl::run_pass(backend::Pass& p) {
+  if (p.kind == backend::PassKind::Denoise || p.tokens.empty()) {
+    eng_.batcher().run(p);  // an empty one fails with the executor's message
+    last_pass_ = PassStats{p.stats.tokens, p.stats.expert_rows, p.stats.distinct_experts};
     return;
   }
   // Causal: in chunks of at most max_batch tokens (logits only from the chunks that need them).
-  const int64_t T = static_cast<int64_t>(p.tokens.size()), max_batch = eng_.forward().max_batch();
+  const int64_t T = static_cast<int64_t>(p.tokens.size()), max_batch = eng_.executor().max_batch();
   const int64_t V = eng_.model().hp().n_vocab;
-  if (T == 0) {
-    eng_.batcher().run(p);  // fails with the forward pass's message
-    return;
-  }
+  backend::PassStats sum;
   for (int64_t b = 0; b < T; b += max_batch) {
     const int64_t n = std::min(max_batch, T - b);
-    model::SeqPass chunk = p;
-    chunk.tokens = p.tokens.subspan(b, n);
-    chunk.rows = p.rows == model::LogitRows::All ? model::LogitRows::All : (b + n == T ? p.rows : model::LogitRows::None);
-    chunk.logits = p.rows == model::LogitRows::All ? p.logits + b * V : p.logits;
+    const backend::LogitRows rows =
+        p.rows == backend::LogitRows::All ? backend::LogitRows::All : (b + n == T ? p.rows : backend::LogitRows::None);
+    backend::Pass chunk = backend::Pass::causal(*p.seq, p.tokens.subspan(b, n), rows,
+                                                p.rows == backend::LogitRows::All ? p.logits + b * V : p.logits);
     eng_.batcher().run(chunk);
+    sum.tokens += chunk.stats.tokens;
+    sum.expert_rows += chunk.stats.expert_rows;
+    sum.distinct_experts += chunk.stats.distinct_experts;
   }
+  p.stats = sum;
+  last_pass_ = PassStats{sum.tokens, sum.expert_rows, sum.distinct_experts};
 }
 
 std::vector<float> SessionImpl::eval(std::span<const int32_t> tokens, bool all_positions) {
@@ -223,23 +215,18 @@ std::vector<float> SessionImpl::eval(std::span<const int32_t> tokens, bool all_p
 
 std::vector<float> SessionImpl::eval_batched(std::span<const int32_t> tokens, bool all_positions) {
   const int n_vocab = eng_.model().hp().n_vocab;
-  if (state_.n_past + static_cast<int64_t>(tokens.size()) > n_ctx_)
-    throw Error(fmt::format("context full: {} cached + {} new tokens exceed the context of {}", state_.n_past, tokens.size(), n_ctx_));
+  if (seq_->n_past() + static_cast<int64_t>(tokens.size()) > n_ctx_)
+    throw Error(fmt::format("context full: {} cached + {} new tokens exceed the context of {}", seq_->n_past(), tokens.size(), n_ctx_));
   std::vector<float> logits(static_cast<size_t>(all_positions ? tokens.size() : 1) * n_vocab);
   try {
-    run_pass(model::SeqPass{&state_, tokens, model::PassKind::Causal, all_positions ? model::LogitRows::All : model::LogitRows::Last,
-                            logits.data(), true});
+    backend::Pass p = backend::Pass::causal(*seq_, tokens, all_positions ? backend::LogitRows::All : backend::LogitRows::Last,
+                                            logits.data());
+    run_pass(p);
   } catch (const std::exception& e) {
     throw Error(e.what());
   }
   history_.insert(history_.end(), tokens.begin(), tokens.end());
-  note_pass();
   return logits;
-}
-
-void SessionImpl::note_pass() {
-  const model::PassStats& s = eng_.forward().last_stats();
-  last_pass_ = PassStats{s.tokens, s.expert_rows, s.distinct_experts};
 }
 
 std::vector<float> SessionImpl::denoise(std::span<const int32_t> block, bool reverse_path, std::span<const int32_t> rows) {
@@ -247,13 +234,11 @@ std::vector<float> SessionImpl::denoise(std::span<const int32_t> block, bool rev
   std::vector<float> logits(block.size() * V);
   engine::PassBatcher::Participant part(eng_.batcher());
   try {
-    model::SeqPass p{&state_, block, model::PassKind::Denoise, model::LogitRows::All, logits.data(), reverse_path};
-    p.denoise_rows = rows;
+    backend::Pass p = backend::Pass::denoise(*seq_, block, rows, logits.data(), reverse_path);
     run_pass(p);
   } catch (const std::exception& e) {
     throw Error(e.what());
   }
-  note_pass();
   if (!rows.empty()) {  // the requested rows, packed in order (rows[i] >= i: moving forward is safe)
     for (size_t i = 0; i < rows.size(); ++i)
       if (static_cast<size_t>(rows[i]) != i) std::copy_n(logits.begin() + rows[i] * V, V, logits.begin() + i * V);
@@ -288,15 +273,10 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
   if (n_reuse == 0) {
     reset();
   } else if (snap >= 0) {
-    Snapshot& s = snapshots_[snap];
-    for (size_t i = 0; i < s.gdn.size(); ++i) {
-      state_.gdn[i].conv = s.gdn[i].conv;
-      state_.gdn[i].ssm = s.gdn[i].ssm;
-    }
-    state_.n_past = s.n_tokens;
-    history_.resize(s.n_tokens);
+    seq_->restore(*snapshots_[snap]);
+    history_.resize(seq_->n_past());
     // Snapshots beyond this point belong to the history being abandoned.
-    std::erase_if(snapshots_, [&](const Snapshot& x) { return x.n_tokens > n_reuse; });
+    std::erase_if(snapshots_, [&](const Snapshot& x) { return x->n_past() > n_reuse; });
   }
   done.stats.cached_tokens = static_cast<int>(history_.size());
   engine::PassBatcher::Participant part(eng_.batcher());
@@ -309,8 +289,9 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   for (int p : cuts) {
     try {
-      run_pass(model::SeqPass{&state_, prompt.subspan(history_.size(), p - history_.size()), model::PassKind::Causal,
-                              model::LogitRows::None, nullptr, true});
+      backend::Pass pass = backend::Pass::causal(*seq_, prompt.subspan(history_.size(), p - history_.size()),
+                                                 backend::LogitRows::None, nullptr);
+      run_pass(pass);
     } catch (const std::exception& e) {
       throw Error(e.what());
     }
@@ -353,14 +334,13 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
       o.observer = [&](const std::vector<int32_t>& block, const std::vector<bool>& decided, int pass) {
         opts.on_block(BlockEvent{block, decided, pass});
       };
-    decode::Context ctx{eng_.forward(), state_, sampler, history_, [this](const model::SeqPass& p) { run_pass(p); }};
+    decode::Context ctx{[this](backend::Pass& p) { run_pass(p); }, *seq_, sampler, history_, n_vocab};
     const int32_t pending = sampler.sample(logits.data(), history_).token;
     switch (opts.mode) {
       case DecodeMode::AR: decode::decode_ar(ctx, pending, o, emit, ds); break;
       case DecodeMode::Diffusion: decode::decode_diffusion(ctx, pending, o, emit, ds); break;
       case DecodeMode::Spec: decode::decode_spec(ctx, pending, o, emit, ds); break;
     }
-    note_pass();
   }
   FinishReason finish = ended || cancelled ? FinishReason::Stop : FinishReason::Length;
   if (!stops.stopped()) {
@@ -387,32 +367,29 @@ std::pair<int, int> SessionImpl::best_prefix(std::span<const int32_t> prompt) co
   while (common < n && history_[common] == prompt[common]) ++common;
   int best = -1;
   for (size_t i = 0; i < snapshots_.size(); ++i) {
-    const int t = snapshots_[i].n_tokens;
+    const int t = snapshots_[i]->n_past();
     // At least one prompt token must be left to evaluate (its logits start the generation).
     if (t > 0 && static_cast<size_t>(t) <= common && static_cast<size_t>(t) < prompt.size() &&
-        (best < 0 || t > snapshots_[best].n_tokens))
+        (best < 0 || t > snapshots_[best]->n_past()))
       best = static_cast<int>(i);
   }
-  return best < 0 ? std::pair{0, -1} : std::pair{snapshots_[best].n_tokens, best};
+  return best < 0 ? std::pair{0, -1} : std::pair{snapshots_[best]->n_past(), best};
 }
 
 int SessionImpl::reusable_prefix(std::span<const int32_t> prompt) const { return best_prefix(prompt).first; }
 
 void SessionImpl::take_snapshot() {
   const int keep = eng_.snapshots();
-  if (keep == 0 || state_.gdn.empty()) return;
-  if (!snapshots_.empty() && snapshots_.back().n_tokens == state_.n_past) return;
+  if (keep == 0 || seq_->recurrent_bytes() == 0) return;
+  if (!snapshots_.empty() && snapshots_.back()->n_past() == seq_->n_past()) return;
   Snapshot s;
   if (static_cast<int>(snapshots_.size()) >= keep) {
     s = std::move(snapshots_.front());  // reuse the oldest one's storage
     snapshots_.erase(snapshots_.begin());
+  } else {
+    s = seq_->new_snapshot();
   }
-  s.n_tokens = state_.n_past;
-  s.gdn.resize(state_.gdn.size());
-  for (size_t i = 0; i < state_.gdn.size(); ++i) {
-    s.gdn[i].conv = state_.gdn[i].conv;
-    s.gdn[i].ssm = state_.gdn[i].ssm;
-  }
+  seq_->save(*s);
   snapshots_.push_back(std::move(s));
 }
 
@@ -420,10 +397,13 @@ void SessionImpl::take_snapshot() {
 
 std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOptions& opts) {
   try {
-    model::LoadOptions lo;
-    lo.prefault = opts.prefault;
-    auto m = model::Model::load(path, lo);
-    return std::make_unique<EngineImpl>(std::move(m), opts);
+    auto m = model::Model::load(path);
+    backend::ExecutorOptions eo;
+    eo.n_threads = opts.n_threads;
+    eo.max_batch = opts.max_batch;
+    eo.prefault = opts.prefault;
+    auto exec = backend::make_executor(*m, eo);
+    return std::make_unique<EngineImpl>(std::move(m), std::move(exec), opts);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

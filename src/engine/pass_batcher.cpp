@@ -18,12 +18,12 @@ void PassBatcher::leave() {
   cv_.notify_all();  // the others may all be waiting for this one
 }
 
-BatchStats PassBatcher::stats() const {
+BatchingStats PassBatcher::stats() const {
   std::lock_guard lk(mu_);
   return stats_;
 }
 
-void PassBatcher::run(const model::SeqPass& pass) {
+void PassBatcher::run(backend::Pass& pass) {
   Request req{&pass, false, nullptr};
   std::unique_lock lk(mu_);
   pending_.push_back(&req);
@@ -45,23 +45,19 @@ void PassBatcher::execute(std::unique_lock<std::mutex>& lk) {
   int64_t tokens = 0;
   while (!pending_.empty()) {
     const int64_t n = static_cast<int64_t>(pending_.front()->pass->tokens.size());
-    if (!round.empty() && tokens + n > forward_.max_batch()) break;
+    if (!round.empty() && tokens + n > executor_.max_batch()) break;
     round.push_back(pending_.front());
     pending_.pop_front();
     tokens += n;
   }
-  ++stats_.rounds;
+  ++stats_.passes;
   stats_.sequences += round.size();
   stats_.max_sequences = std::max(stats_.max_sequences, static_cast<int>(round.size()));
   lk.unlock();
 
   auto run_alone = [&](Request& r) {
-    const model::SeqPass& p = *r.pass;
     try {
-      if (p.kind == model::PassKind::Denoise)
-        forward_.denoise(*p.state, p.tokens, p.logits, p.reverse_path, p.denoise_rows);
-      else
-        forward_.causal(*p.state, p.tokens, p.rows, p.logits);
+      executor_.run(*r.pass);
     } catch (...) {
       r.error = std::current_exception();
     }
@@ -69,13 +65,16 @@ void PassBatcher::execute(std::unique_lock<std::mutex>& lk) {
   if (round.size() == 1) {
     run_alone(*round.front());
   } else {
-    std::vector<model::SeqPass> passes;
+    // The passes are copied into one list and their results (statistics) copied back: the
+    // participants' own Pass objects are written only by this thread, before they are woken.
+    std::vector<backend::Pass> passes;
     for (Request* r : round) passes.push_back(*r->pass);
     try {
-      forward_.multi(passes);
+      executor_.run(passes);
+      for (size_t i = 0; i < round.size(); ++i) round[i]->pass->stats = passes[i].stats;
     } catch (const model::ModelError&) {
-      // multi() validates every sequence before it changes anything: run them one by one so that
-      // the error goes to the pass at fault and the others proceed.
+      // The executor validates every pass before it changes anything: run them one by one so
+      // that the error goes to the pass at fault and the others proceed.
       for (Request* r : round) run_alone(*r);
     } catch (...) {
       for (Request* r : round) r->error = std::current_exception();

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/cpu_features.h"
 #include "kernels/dtype.h"
 
 namespace clover::kernels {
@@ -86,12 +87,5 @@ void matmul_selected(const MatRef& w, const ActRows& acts, const int32_t* sel, i
 
 // Scalar reference twin of matmul (same rounding of activations; plain loops).
 void matmul_ref(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end);
-
-// Instruction-set paths. `best` is what the CPU supports; tests force each available one.
-enum class Isa { Scalar, Avx2, Avx512 };
-Isa isa_best();
-Isa isa_active();
-void isa_force(Isa isa);  // clamps to what the CPU supports
-std::string_view isa_name(Isa isa);
 
 }  // namespace clover::kernels

@@ -33,7 +33,7 @@ text::VocabData read_vocab(const gguf::Reader& r) {
   return v;
 }
 
-std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opts) {
+std::unique_ptr<Model> Model::load(const std::string& path) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = gguf::Reader::open(path);
   const gguf::Reader& r = *m->file_;
@@ -49,12 +49,6 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   if (hp.mask_token >= hp.n_vocab)
     throw ModelError(fmt::format("diffusion.mask_token_id {} is outside the vocabulary ({} tokens)", hp.mask_token, hp.n_vocab));
 
-  if (opts.prefault) {
-    volatile uint8_t sink = 0;
-    for (const auto& t : r.tensors())
-      for (uint64_t off = 0; off < t.size; off += 4096) sink = sink + t.data[off];
-    (void)sink;
-  }
   return m;
 }
 

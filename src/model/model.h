@@ -16,15 +16,11 @@ class Reader;
 
 namespace clover::model {
 
-struct LoadOptions {
-  // Touch every weight page at load (so the first tokens are not slowed by page faults).
-  bool prefault = false;
-};
-
 class Model {
  public:
-  // Throws ModelError / gguf::GgufError / text::TokenizerError naming what is wrong.
-  static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& opts = {});
+  // Throws ModelError / gguf::GgufError / text::TokenizerError naming what is wrong. The weights
+  // stay in the mapped file; a backend prepares them for itself (backend::make_executor).
+  static std::unique_ptr<Model> load(const std::string& path);
   ~Model();
 
   const HParams& hp() const { return hp_; }

@@ -180,7 +180,7 @@ ModelWeights bind_weights(const gguf::Reader& r, HParams& hp, std::vector<std::s
       g.beta = b.matrix(p + "ssm_beta.weight", E, Hv);
       g.alpha = b.matrix(p + "ssm_alpha.weight", E, Hv);
       g.out = b.matrix(p + "ssm_out.weight", hp.gdn_v_dim(), E);
-      g.conv = b.f32(p + "ssm_conv1d.weight", {hp.conv_kernel, hp.gdn_qkv_dim()});
+      g.conv1d = b.f32(p + "ssm_conv1d.weight", {hp.conv_kernel, hp.gdn_qkv_dim()});
       g.dt_bias = b.f32(p + "ssm_dt.bias", {Hv});
       g.a = decay_rates(b.f32(p + "ssm_a", {Hv}), static_cast<int>(Hv), a_log_form, p + "ssm_a", w, warnings);
       g.norm = b.f32(p + "ssm_norm.weight", {d});

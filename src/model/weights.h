@@ -38,7 +38,7 @@ struct GdnWeights {
   MatRef beta;   // {n_embd -> H_v}
   MatRef alpha;  // {n_embd -> H_v}
   MatRef out;    // {H_v*d -> n_embd}
-  const float* conv = nullptr;     // [channel][K], K taps oldest first
+  const float* conv1d = nullptr;   // [channel][K]: the depthwise conv taps, oldest first
   const float* dt_bias = nullptr;  // {H_v}
   const float* a = nullptr;        // {H_v}, -exp(A_log) < 0
   const float* norm = nullptr;     // {d}, not shifted

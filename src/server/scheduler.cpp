@@ -289,11 +289,11 @@ void Scheduler::run(Slot& slot, Job& job, std::vector<int32_t> prompt) {
     job.fail(server_error(std::string("generation failed: ") + e.what()));
   }
 
-  // Mirror what the session's cache now holds: the prompt and every generated token except a
-  // final end token (the engine does not evaluate it). If the mirror disagrees with the session,
-  // forget it: the engine compares its own history anyway, so this only costs a cache miss.
+  // Mirror what the session's cache now holds: the prompt and every generated token, a final end
+  // token included (the decoders commit it, so the next turn, which renders it again, reuses it).
+  // If the mirror disagrees with the session, forget it: the engine compares its own history
+  // anyway, so this only costs a cache miss.
   slot.tokens = std::move(prompt);
-  if (!generated.empty() && !go.ignore_eos && engine_.is_end_token(generated.back())) generated.pop_back();
   slot.tokens.insert(slot.tokens.end(), generated.begin(), generated.end());
   if (!ok || slot.session->n_past() != static_cast<int>(slot.tokens.size())) {
     slot.tokens.clear();

@@ -184,8 +184,10 @@ class ArMatchesLlamaCpp(unittest.TestCase):
         self.check_model("f16", ["--type", "f16"], 5e-3, **loose)
 
     def test_bf16(self):
-        loose = {} if SAME_ORDERS else dict(within_tol_min=0.5, max_abs=0.5, argmax_min=0.98)
-        self.check_model("bf16", ["--type", "bf16"], 5e-3, **loose)
+        # Elsewhere (measured on an AVX2-only AMD EPYC: max 0.023, 9.5 % of positions within 5e-3)
+        # the bound is 0.05 at every position.
+        loose = {} if SAME_ORDERS else dict(max_abs=0.5, argmax_min=0.98)
+        self.check_model("bf16", ["--type", "bf16"], 5e-3 if SAME_ORDERS else 0.05, **loose)
 
     def test_q8_0(self):
         loose = {} if SAME_ORDERS else dict(within_tol_min=0.9, max_abs=1.0, argmax_min=0.95)

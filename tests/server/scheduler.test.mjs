@@ -283,3 +283,24 @@ test('an answer that ends on an end token keeps its slot: the next turn reuses i
   const w2 = await turn([...w, ...w1.choices[0].tokens, ...more], fixed);
   assert.equal(w2.usage.prompt_tokens_details.cached_tokens, 0, "W's slot (the least recently used) went to V");
 });
+
+test('max_tokens only truncates the answer in every mode (diffusion: a limit does not shrink the block)', async () => {
+  const prompt = (await post('/tokenize', {
+    content: '<|im_start|>user\nWrite a long story about a drone that delivers parcels in Lisbon.<|im_end|>\n<|im_start|>assistant\n',
+    parse_special: true,
+  })).json.tokens;
+  const complete = async (n, extra) => {
+    const r = await post('/v1/completions', { model: MODEL, prompt, max_tokens: n, temperature: 0, ignore_eos: true, return_tokens: true, ...extra });
+    assert.equal(r.status, 200, r.text);
+    return r.json.choices[0].tokens;
+  };
+  // threshold 1: (nearly) one position per pass.
+  const modes = [{ mode: 'ar' }, { mode: 'spec' }, { mode: 'diffusion' }, { mode: 'diffusion', threshold: 1 }];
+  for (const extra of modes.map((c) => ({ clover: c }))) {
+    const full = await complete(64, extra);
+    assert.equal(full.length, 64);
+    for (const n of [20, 48]) {
+      assert.deepEqual(await complete(n, extra), full.slice(0, n), `${JSON.stringify(extra)}: max_tokens ${n} is not a prefix of max_tokens 64`);
+    }
+  }
+});

@@ -9,7 +9,7 @@ Contents:
                        (absent when n_past == 0)
   blk.N.conv           (K-1, gdn_channels) per GDN layer N: the last K-1 pre-conv q|k|v inputs, oldest first
   blk.N.ssm            (H_v, d_v, d_k) per GDN layer N: ssm[h][j][i] = S_h[i][j], the delta-rule state
-                       stored transposed, as llama.cpp and src/model/state.h keep it
+                       stored transposed, as llama.cpp and src/backend/cpu/sequence.h keep it
 """
 import numpy as np
 import torch

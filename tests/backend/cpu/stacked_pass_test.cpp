@@ -1,21 +1,21 @@
-// Forward::multi (several sequences in one pass) gives every sequence exactly the logits and the
-// state it gets when run alone: causal passes of any length, decode steps, denoising blocks (which
+// A stacked pass (several sequences in one pass of the CPU executor) gives every sequence exactly
+// the logits, the state and the pass statistics it gets when run alone: causal passes of any length, decode steps, denoising blocks (which
 // leave the state unchanged), mixed in one pass, for several weight types and thread counts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
-#include "model/forward.h"
-#include "model_test_util.h"
+#include "cpu_runner.h"
+#include "../../model/model_test_util.h"
 
 namespace clover {
 namespace {
 
 using testing::TempDir;
-using model::LogitRows;
-using model::PassKind;
-using model::SeqPass;
+using backend::LogitRows;
+using backend::PassKind;
+using backend::Pass;
 using testing::random_tokens;
 
 struct Step {
@@ -29,9 +29,9 @@ size_t n_logit_rows(const Step& s) {
   return s.rows == LogitRows::Last ? 1 : 0;
 }
 
-class ForwardMultiByType : public ::testing::TestWithParam<DType> {};
+class StackedPassByType : public ::testing::TestWithParam<DType> {};
 
-TEST_P(ForwardMultiByType, EverySequenceGetsTheLogitsAndStateItGetsAlone) {
+TEST_P(StackedPassByType, EverySequenceGetsTheLogitsAndStateItGetsAlone) {
   TempDir d;
   synth::SynthConfig c = synth::preset("tiny");
   c.type = GetParam();
@@ -45,7 +45,7 @@ TEST_P(ForwardMultiByType, EverySequenceGetsTheLogitsAndStateItGetsAlone) {
     b[3] = 7;  // a decided position inside the block
     return b;
   };
-  // Three rounds of passes over four sequences; each round is one multi() call.
+  // Three rounds of passes over four sequences; each round is one stacked pass.
   const std::vector<std::vector<Step>> rounds = {
       {{random_tokens(7, 500, 1), PassKind::Causal, LogitRows::All},
        {random_tokens(5, 500, 2), PassKind::Causal, LogitRows::Last},
@@ -62,35 +62,41 @@ TEST_P(ForwardMultiByType, EverySequenceGetsTheLogitsAndStateItGetsAlone) {
   };
   const size_t n_seq = rounds[0].size();
   for (int threads : {1, 2}) {
-    ThreadPool pool(threads);
-    model::Forward alone(*m, pool, 64), together(*m, pool, 64);
-    std::vector<std::unique_ptr<model::SequenceState>> sa, sb;
+    testing::CpuRunner alone(*m, threads, 64), together(*m, threads, 64);
+    std::vector<std::unique_ptr<testing::CpuSequence>> sa, sb;
     for (size_t i = 0; i < n_seq; ++i) {
-      sa.push_back(std::make_unique<model::SequenceState>(hp, 128));
-      sb.push_back(std::make_unique<model::SequenceState>(hp, 128));
+      sa.push_back(std::make_unique<testing::CpuSequence>(hp, 128));
+      sb.push_back(std::make_unique<testing::CpuSequence>(hp, 128));
     }
     for (size_t r = 0; r < rounds.size(); ++r) {
       std::vector<std::vector<float>> la(n_seq), lb(n_seq);
-      std::vector<SeqPass> passes;
+      std::vector<Pass> passes;
+      std::vector<backend::PassStats> alone_stats(n_seq);
       for (size_t i = 0; i < n_seq; ++i) {
         const Step& st = rounds[r][i];
         la[i].assign(n_logit_rows(st) * V, 1.f);
         lb[i].assign(n_logit_rows(st) * V, -1.f);
-        if (st.kind == PassKind::Denoise)
-          alone.denoise(*sa[i], st.tokens, la[i].data());
-        else
-          alone.causal(*sa[i], st.tokens, st.rows, la[i].data());
-        passes.push_back(SeqPass{sb[i].get(), st.tokens, st.kind, st.rows, lb[i].data(), true});
+        if (st.kind == PassKind::Denoise) {
+          alone_stats[i] = alone.denoise(*sa[i], st.tokens, la[i].data());
+          passes.push_back(Pass::denoise(*sb[i], st.tokens, {}, lb[i].data(), true));
+        } else {
+          alone_stats[i] = alone.causal(*sa[i], st.tokens, st.rows, la[i].data());
+          passes.push_back(Pass::causal(*sb[i], st.tokens, st.rows, lb[i].data()));
+        }
       }
       together.multi(passes);
       for (size_t i = 0; i < n_seq; ++i) {
-        ASSERT_EQ(sa[i]->n_past, sb[i]->n_past) << "round " << r << " sequence " << i;
+        ASSERT_EQ(sa[i]->n_past(), sb[i]->n_past()) << "round " << r << " sequence " << i;
+        EXPECT_EQ(passes[i].stats.tokens, alone_stats[i].tokens) << "round " << r << " sequence " << i;
+        EXPECT_EQ(passes[i].stats.expert_rows, alone_stats[i].expert_rows) << "round " << r << " sequence " << i;
+        EXPECT_EQ(passes[i].stats.distinct_experts, alone_stats[i].distinct_experts) << "round " << r << " sequence " << i;
         for (size_t j = 0; j < la[i].size(); ++j)
           ASSERT_EQ(la[i][j], lb[i][j]) << "threads " << threads << " round " << r << " sequence " << i << " row " << j / V;
       }
     }
-    // The states are the same: the next token's logits agree (KV cache and GDN state).
+    // The states are the same: bitwise, and the next token's logits agree.
     for (size_t i = 0; i < n_seq; ++i) {
+      ASSERT_EQ(sa[i]->committed_state(), sb[i]->committed_state()) << "sequence " << i;
       std::vector<float> a(V), b(V);
       const int32_t t = 77;
       alone.causal(*sa[i], std::span<const int32_t>(&t, 1), LogitRows::Last, a.data());
@@ -100,42 +106,38 @@ TEST_P(ForwardMultiByType, EverySequenceGetsTheLogitsAndStateItGetsAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, ForwardMultiByType, ::testing::Values(DType::F32, DType::BF16, DType::Q8_0),
+INSTANTIATE_TEST_SUITE_P(Types, StackedPassByType, ::testing::Values(DType::F32, DType::BF16, DType::Q8_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-TEST(ForwardMulti, RejectsOversizedAndDuplicatePasses) {
+TEST(StackedPass, RejectsOversizedAndDuplicatePasses) {
   TempDir d;
   auto m = model::Model::load(testing::write_synth(d, "m.gguf", synth::preset("tiny")));
-  ThreadPool pool(1);
-  model::Forward f(*m, pool, 8);
-  model::SequenceState a(m->hp(), 64), b(m->hp(), 64);
+  testing::CpuRunner f(*m, 1, 8);
+  testing::CpuSequence a(m->hp(), 64), b(m->hp(), 64);
   std::vector<int32_t> five = random_tokens(5, 500, 1), four = random_tokens(4, 500, 2);
   std::vector<float> la(m->hp().n_vocab), lb(m->hp().n_vocab);
-  std::vector<SeqPass> too_big{{&a, five, PassKind::Causal, LogitRows::Last, la.data()},
-                               {&b, four, PassKind::Causal, LogitRows::Last, lb.data()}};
+  std::vector<Pass> too_big{Pass::causal(a, five, LogitRows::Last, la.data()), Pass::causal(b, four, LogitRows::Last, lb.data())};
   EXPECT_THROW(f.multi(too_big), model::ModelError);
-  std::vector<SeqPass> twice{{&a, four, PassKind::Causal, LogitRows::Last, la.data()},
-                             {&a, four, PassKind::Causal, LogitRows::Last, lb.data()}};
+  std::vector<Pass> twice{Pass::causal(a, four, LogitRows::Last, la.data()), Pass::causal(a, four, LogitRows::Last, lb.data())};
   EXPECT_THROW(f.multi(twice), model::ModelError);
   const std::vector<int32_t> bad{1, 1 << 30};
-  std::vector<SeqPass> out_of_vocab{{&a, bad, PassKind::Causal, LogitRows::Last, la.data()}};
+  std::vector<Pass> out_of_vocab{Pass::causal(a, bad, LogitRows::Last, la.data()), Pass::causal(b, four, LogitRows::Last, lb.data())};
   EXPECT_THROW(f.multi(out_of_vocab), model::ModelError);
-  EXPECT_EQ(a.n_past, 0);
-  EXPECT_EQ(b.n_past, 0);
+  EXPECT_EQ(a.n_past(), 0);
+  EXPECT_EQ(b.n_past(), 0);
 }
 
 // A denoising pass asked for some block positions writes those rows bit for bit as the full pass
-// does, alone and inside a multi-sequence pass (which also leaves the other rows alone).
-TEST(ForwardDenoiseRows, SelectedRowsEqualTheFullPassAndOthersAreUntouched) {
+// does, alone and inside a stacked pass (which also leaves the other rows alone).
+TEST(DenoiseRows, SelectedRowsEqualTheFullPassAndOthersAreUntouched) {
   TempDir d;
   synth::SynthConfig c = synth::preset("tiny");
   c.type = DType::Q8_0;
   auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
   const model::HParams& hp = m->hp();
   const size_t V = static_cast<size_t>(hp.n_vocab);
-  ThreadPool pool(2);
-  model::Forward f(*m, pool, 64);
-  model::SequenceState a(hp, 128), b(hp, 128);
+  testing::CpuRunner f(*m, 2, 64);
+  testing::CpuSequence a(hp, 128), b(hp, 128);
   const std::vector<int32_t> prompt = random_tokens(9, 500, 8);
   f.causal(a, prompt, LogitRows::None, nullptr);
   f.causal(b, prompt, LogitRows::None, nullptr);
@@ -146,8 +148,7 @@ TEST(ForwardDenoiseRows, SelectedRowsEqualTheFullPassAndOthersAreUntouched) {
   f.denoise(a, block, full.data());
   f.denoise(a, block, sel.data(), true, rows);
   const std::vector<int32_t> step{5};
-  std::vector<SeqPass> passes{{&a, step, PassKind::Causal, LogitRows::Last, other.data()},
-                              {&b, block, PassKind::Denoise, LogitRows::All, in_multi.data(), true, rows}};
+  std::vector<Pass> passes{Pass::causal(a, step, LogitRows::Last, other.data()), Pass::denoise(b, block, rows, in_multi.data(), true)};
   f.multi(passes);
   for (int r = 0; r < 8; ++r) {
     const bool want = std::find(rows.begin(), rows.end(), r) != rows.end();

@@ -14,11 +14,13 @@
 
 #include "kernels/attention.h"
 #include "kernels/convert.h"
-#include "model/forward.h"
-#include "model/forward_scratch.h"
+#include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/pass_scratch.h"
 #include "model/ops.h"
 
-namespace clover::model {
+namespace clover::backend::cpu {
+
+namespace ops = model::ops;
 
 namespace {
 
@@ -33,12 +35,12 @@ void store_kv_row(DType type, const float* src, uint8_t* dst, int nkv, int hd) {
 
 }  // namespace
 
-void Forward::attention_layer(int il, SequenceState& st, int T, PassKind kind) {
+void CpuExecutor::attention_layer(int il, CpuSequence& seq, int T, PassKind kind) {
   Scratch& s = *s_;
-  const AttentionWeights& W = model_.weights().layers[il].attn;
+  const model::AttentionWeights& W = model_.weights().layers[il].attn;
   const int hd = hp_.head_dim, nh = hp_.n_head, nkv = hp_.n_head_kv;
-  const int slot = st.slot[il];
-  const int64_t n_past = st.n_past;
+  const int slot = seq.layer_slot(il);
+  const int64_t n_past = seq.n_past();
 
   linear(W.q, s.h.row(0), T, hp_.n_embd, s.qg.row(0));  // [T][nh * 2hd]
   linear(W.k, s.h.row(0), T, hp_.n_embd, s.k.row(0));   // [T][nkv * hd]
@@ -58,8 +60,8 @@ void Forward::attention_layer(int il, SequenceState& st, int T, PassKind kind) {
         ops::rms_norm(kt + h * hd, W.k_norm, kt + h * hd, hd, hp_.rms_eps);
         ops::rope_neox(kt + h * hd, hp_.n_rot, pos, hp_.rope_theta);
       }
-      store_kv_row(st.types.k, kt, st.k_row(slot, pos), nkv, hd);
-      store_kv_row(st.types.v, s.v.row(t), st.v_row(slot, pos), nkv, hd);
+      store_kv_row(seq.types().k, kt, seq.k_row(slot, pos), nkv, hd);
+      store_kv_row(seq.types().v, s.v.row(t), seq.v_row(slot, pos), nkv, hd);
     }
   });
 
@@ -81,7 +83,7 @@ void Forward::attention_layer(int il, SequenceState& st, int T, PassKind kind) {
       const int kvh = static_cast<int>(item % nkv);
       const int t0 = static_cast<int>(item / nkv) * tokens_per_item;
       const int t1 = std::min(T, t0 + tokens_per_item);
-      const kernels::KvHeadRef K = st.k_head(slot, kvh), V = st.v_head(slot, kvh);
+      const kernels::KvHeadRef K = seq.k_head(slot, kvh), V = seq.v_head(slot, kvh);
       // Heads of the group in calls of at most kAttnMaxRows rows (a group larger than a call).
       for (int h0 = 0; h0 < group; h0 += rows_per_item) {
         const int h1 = std::min(group, h0 + rows_per_item);
@@ -112,4 +114,4 @@ void Forward::attention_layer(int il, SequenceState& st, int T, PassKind kind) {
   linear(W.o, s.attn.row(0), T, nh * hd, s.y.row(0));
 }
 
-}  // namespace clover::model
+}  // namespace clover::backend::cpu

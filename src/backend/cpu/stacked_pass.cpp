@@ -1,4 +1,4 @@
-// Several sequences in one forward pass (continuous batching).
+// Several sequences in one pass of the CPU executor (continuous batching).
 //
 // The rows of all sequences are stacked: [seq 0: T0 rows][seq 1: T1 rows]... = N rows. Everything
 // that is a per-row computation (embedding, norms, residuals, the MoE, the head, and the mixers'
@@ -17,35 +17,22 @@
 //   logits = head(rms(X)) for the rows each sequence asked for
 //
 // The mixers call linear() for their projections; while a sequence's mixer runs, linear() asks
-// multi_linear() first, which serves a precomputed projection (input side) or records the input
+// stacked_linear() first, which serves a precomputed projection (input side) or records the input
 // of the output projection to run it stacked afterwards. Anything it does not recognise falls
 // through to the ordinary per-sequence matmul, which is slower but gives the same bits.
 #include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
 
+#include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/pass_scratch.h"
 #include "kernels/convert.h"
-#include "model/forward.h"
-#include "model/forward_scratch.h"
 #include "model/ops.h"
 
-namespace clover::model {
+namespace clover::backend::cpu {
 
-struct Forward::MultiScratch {
-  Mat x, h, y;  // stacked residual stream, normed input, mixer output: [max_batch][n_embd]
-  struct Projection {
-    kernels::MatRef w;
-    Mat out;  // [max_batch][w.rows]
-  };
-  std::vector<Projection> pre;  // input-side projections of the current layer
-  size_t n_pre = 0;
-  kernels::MatRef deferred;     // the current layer's output projection
-  Mat deferred_in;              // its stacked input: [max_batch][deferred.cols]
-  bool deferred_seen = false;   // the current sequence's mixer handed its output projection over
-  std::vector<bool> deferred_rows;  // per sequence: deferred_seen
-  int row0 = 0;                 // first stacked row of the current sequence
-  std::vector<float> logits;    // [rows with logits][n_vocab]
-};
+using model::ModelError;
+namespace ops = model::ops;
 
 namespace {
 
@@ -62,8 +49,8 @@ void ensure(Mat& m, int64_t rows, int64_t cols) {
 
 }  // namespace
 
-bool Forward::multi_linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y) {
-  MultiScratch& m = *multi_;
+bool CpuExecutor::stacked_linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y) {
+  StackScratch& m = *stack_;
   if (x == s_->h.row(0) && x_stride == hp_.n_embd) {
     for (size_t i = 0; i < m.n_pre; ++i) {
       if (!same_matrix(m.pre[i].w, w)) continue;
@@ -79,41 +66,44 @@ bool Forward::multi_linear(const kernels::MatRef& w, const float* x, int T, int6
   return false;
 }
 
-void Forward::multi(std::span<const SeqPass> passes) {
-  if (passes.empty()) throw ModelError("a multi-sequence pass needs at least one sequence");
+void CpuExecutor::run_stacked(std::span<Pass> passes) {
   int64_t N = 0;
   bool any_reverse = false;
-  for (const SeqPass& p : passes) {
-    check_tokens(*p.state, p.tokens);
-    if (p.kind == PassKind::Denoise) check_rows(p.tokens.size(), p.denoise_rows);
-    if (p.kind == PassKind::Denoise && p.reverse_path) {
-      if (!hp_.has_reverse_path)
-        throw ModelError("this file has no reverse in-block GDN path (ssm_rev_* tensors): it runs AR only, or denoise without the reverse path");
-      any_reverse = true;
-    }
-    for (const SeqPass& q : passes)
-      if (&q != &p && q.state == p.state) throw ModelError("a multi-sequence pass got the same sequence twice");
+  for (const Pass& p : passes) {
+    if (p.kind == PassKind::Denoise && p.reverse_path) any_reverse = true;
+    for (const Pass& q : passes)
+      if (&q != &p && q.seq == p.seq) throw ModelError("a stacked pass got the same sequence twice");
     N += static_cast<int64_t>(p.tokens.size());
   }
   if (N > max_batch_)
-    throw ModelError(fmt::format("a multi-sequence pass of {} tokens exceeds the largest pass of {} tokens", N, max_batch_));
+    throw ModelError(fmt::format("a stacked pass of {} tokens exceeds the largest pass of {} tokens", N, max_batch_));
 
-  if (!multi_) multi_ = std::make_shared<MultiScratch>();
-  MultiScratch& m = *multi_;
+  // Every pass books the statistics of its own rows.
+  segments_.clear();
+  {
+    int row0 = 0;
+    for (Pass& p : passes) {
+      p.stats = {};
+      p.stats.tokens = static_cast<int64_t>(p.tokens.size());
+      segments_.push_back(StatsSegment{row0, row0 + static_cast<int>(p.tokens.size()), &p.stats});
+      row0 += static_cast<int>(p.tokens.size());
+    }
+  }
+
+  if (!stack_) stack_ = std::make_unique<StackScratch>();
+  StackScratch& m = *stack_;
   Scratch& s = *s_;
-  const ModelWeights& w = model_.weights();
+  const model::ModelWeights& w = model_.weights();
   const int E = hp_.n_embd;
   ensure(m.x, max_batch_, E);
   ensure(m.h, max_batch_, E);
   ensure(m.y, max_batch_, E);
-  stats_ = {};
-  stats_.tokens = N;
-  chunk_pos0_ = 0;  // routing traces of a multi pass number rows in the stack
+  chunk_pos0_ = 0;  // routing traces of a stacked pass number rows in the stack
 
   // X = embed(tokens)
   {
     int64_t r = 0;
-    for (const SeqPass& p : passes)
+    for (const Pass& p : passes)
       for (int32_t tok : p.tokens) {
         const auto* row = static_cast<const uint8_t*>(w.token_embd.data) + static_cast<size_t>(tok) * w.token_embd.row_stride;
         kernels::dequantize_row(w.token_embd.type, row, m.x.row(r++), E);
@@ -121,7 +111,7 @@ void Forward::multi(std::span<const SeqPass> passes) {
   }
 
   for (int il = 0; il < hp_.n_layer; ++il) {
-    const LayerWeights& L = w.layers[il];
+    const model::LayerWeights& L = w.layers[il];
     for (int64_t r = 0; r < N; ++r) ops::rms_norm(m.x.row(r), L.attn_norm, m.h.row(r), E, hp_.rms_eps);
 
     // The mixer's input projections over all rows, and which projection is its output.
@@ -152,23 +142,23 @@ void Forward::multi(std::span<const SeqPass> passes) {
     bool all_deferred = true;
     m.deferred_rows.assign(passes.size(), false);
     for (size_t i = 0; i < passes.size(); ++i) {
-      const SeqPass& p = passes[i];
+      const Pass& p = passes[i];
       const int T = static_cast<int>(p.tokens.size());
       std::memcpy(s.h.row(0), m.h.row(row0), sizeof(float) * static_cast<size_t>(T) * E);
       m.row0 = row0;
       m.deferred_seen = false;
       reverse_path_ = p.reverse_path;
-      multi_active_ = true;
+      stack_active_ = true;
       try {
         if (L.recurrent)
-          gdn_layer(il, *p.state, T, p.kind);
+          gdn_layer(il, static_cast<CpuSequence&>(*p.seq), T, p.kind);
         else
-          attention_layer(il, *p.state, T, p.kind);
+          attention_layer(il, static_cast<CpuSequence&>(*p.seq), T, p.kind);
       } catch (...) {
-        multi_active_ = false;
+        stack_active_ = false;
         throw;
       }
-      multi_active_ = false;
+      stack_active_ = false;
       m.deferred_rows[i] = m.deferred_seen;
       if (!m.deferred_seen) {  // the layer ran its output projection itself
         all_deferred = false;
@@ -199,7 +189,7 @@ void Forward::multi(std::span<const SeqPass> passes) {
 
   // Commit causal passes; then the head for the rows each sequence asked for.
   // Which rows of a pass get logits: Last, All, or a denoising pass's selection.
-  auto wanted = [](const SeqPass& p, int64_t T, std::vector<int32_t>& out) {
+  auto wanted = [](const Pass& p, int64_t T, std::vector<int32_t>& out) {
     out.clear();
     if (p.kind == PassKind::Denoise && !p.denoise_rows.empty())
       out.assign(p.denoise_rows.begin(), p.denoise_rows.end());
@@ -212,9 +202,9 @@ void Forward::multi(std::span<const SeqPass> passes) {
   int64_t n_rows = 0;
   {
     int64_t row0 = 0;
-    for (const SeqPass& p : passes) {
+    for (const Pass& p : passes) {
       const int64_t T = static_cast<int64_t>(p.tokens.size());
-      if (p.kind == PassKind::Causal) p.state->n_past += static_cast<int>(T);
+      if (p.kind == PassKind::Causal) static_cast<CpuSequence&>(*p.seq).advance(static_cast<int>(T));
       wanted(p, T, sel);
       for (int32_t t : sel) ops::rms_norm(m.x.row(row0 + t), w.output_norm, m.h.row(n_rows++), E, hp_.rms_eps);
       row0 += T;
@@ -225,7 +215,7 @@ void Forward::multi(std::span<const SeqPass> passes) {
   if (static_cast<int64_t>(m.logits.size()) < n_rows * V) m.logits.resize(static_cast<size_t>(n_rows * V));
   linear(w.output, m.h.row(0), static_cast<int>(n_rows), E, m.logits.data());
   int64_t r = 0;
-  for (const SeqPass& p : passes) {
+  for (const Pass& p : passes) {
     const int64_t T = static_cast<int64_t>(p.tokens.size());
     wanted(p, T, sel);
     // A Last pass has one row of logits; the others are laid out by block/prompt position.
@@ -237,4 +227,4 @@ void Forward::multi(std::span<const SeqPass> passes) {
   }
 }
 
-}  // namespace clover::model
+}  // namespace clover::backend::cpu

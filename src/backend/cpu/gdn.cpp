@@ -16,19 +16,21 @@
 
 #include "kernels/gdn.h"
 #include "kernels/vecmath.h"
-#include "model/forward.h"
-#include "model/forward_scratch.h"
+#include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/pass_scratch.h"
 #include "model/ops.h"
 
-namespace clover::model {
+namespace clover::backend::cpu {
 
-void Forward::gdn_layer(int il, SequenceState& st, int T, PassKind kind) {
+namespace ops = model::ops;
+
+void CpuExecutor::gdn_layer(int il, CpuSequence& seq, int T, PassKind kind) {
   Scratch& s = *s_;
-  const GdnWeights& W = model_.weights().layers[il].gdn;
-  GdnLayerState& committed = st.gdn[st.slot[il]];
+  const model::GdnWeights& W = model_.weights().layers[il].gdn;
+  GdnLayerState& committed = seq.gdn(seq.layer_slot(il));
   const bool denoise = kind == PassKind::Denoise;
   if (denoise) {
-    s.gdn_copy.conv = committed.conv;  // same sizes every time: no allocation once warm
+    s.gdn_copy.conv_window = committed.conv_window;  // same sizes every time: no allocation once warm
     s.gdn_copy.ssm = committed.ssm;
   }
   GdnLayerState& gs = denoise ? s.gdn_copy : committed;
@@ -43,26 +45,26 @@ void Forward::gdn_layer(int il, SequenceState& st, int T, PassKind kind) {
   // Causal depthwise conv over time, then silu (kernels/vecmath.h). Inputs before this batch come
   // from the state (the last K-1 pre-conv inputs, oldest first).
   pool_.parallel_for(C, 64, [&](int64_t cb, int64_t ce) {
-    const float* taps[kMaxConvKernel];
+    const float* taps[model::kMaxConvKernel];
     for (int t = 0; t < T; ++t) {
       for (int j = 0; j < K; ++j) {
         const int src = t - (K - 1) + j;  // time index of tap j
-        taps[j] = src >= 0 ? s.qkv.row(src) : gs.conv.data() + static_cast<size_t>(K - 1 + src) * C;
+        taps[j] = src >= 0 ? s.qkv.row(src) : gs.conv_window.data() + static_cast<size_t>(K - 1 + src) * C;
       }
-      kernels::conv_silu(taps, K, W.conv, C, cb, ce, s.conv.row(t));
+      kernels::conv_silu(taps, K, W.conv1d, C, cb, ce, s.conv_out.row(t));
     }
     // New conv state: the last K-1 inputs of (old state ++ batch).
     for (int j = 0; j < K - 1; ++j) {
       const int src = T - (K - 1) + j;
       for (int64_t ch = cb; ch < ce; ++ch)
-        gs.conv[static_cast<size_t>(j) * C + ch] = src >= 0 ? s.qkv.row(src)[ch] : gs.conv[static_cast<size_t>(K - 1 + src) * C + ch];
+        gs.conv_window[static_cast<size_t>(j) * C + ch] = src >= 0 ? s.qkv.row(src)[ch] : gs.conv_window[static_cast<size_t>(K - 1 + src) * C + ch];
     }
   });
 
   // L2-normalise q and k heads.
   pool_.parallel_for(T, 1, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t)
-      for (int h = 0; h < 2 * Hk; ++h) ops::l2_norm(s.conv.row(t) + h * d, d, hp_.rms_eps);
+      for (int h = 0; h < 2 * Hk; ++h) ops::l2_norm(s.conv_out.row(t) + h * d, d, hp_.rms_eps);
   });
 
   // The delta rule (kernels/gdn.h), one value head per work item.
@@ -72,9 +74,9 @@ void Forward::gdn_layer(int il, SequenceState& st, int T, PassKind kind) {
       float* S = gs.ssm.data() + h * d * d;  // S[j][i] = S_h[i][j]
       const int kh = static_cast<int>(h % Hk);
       for (int t = 0; t < T; ++t) {
-        const float* q = s.conv.row(t) + kh * d;
-        const float* k = s.conv.row(t) + (Hk + kh) * d;
-        const float* v = s.conv.row(t) + 2 * Hk * d + h * d;
+        const float* q = s.conv_out.row(t) + kh * d;
+        const float* k = s.conv_out.row(t) + (Hk + kh) * d;
+        const float* v = s.conv_out.row(t) + 2 * Hk * d + h * d;
         const float g = ops::softplus(s.alpha.row(t)[h] + W.dt_bias[h]) * W.a[h];
         const float decay = std::exp(g);
         const float beta = ops::sigmoid(s.beta.row(t)[h]);
@@ -101,10 +103,10 @@ void Forward::gdn_layer(int il, SequenceState& st, int T, PassKind kind) {
 }
 
 // The reverse in-block path, added to s.o (CLOVER-SPEC 3.3). h_t is the layer's normed input
-// (s.h), q/k/v the conv outputs of the forward path (s.conv, already L2-normalised).
+// (s.h), q/k/v the conv outputs of the forward path (s.conv_out, already L2-normalised).
 //   beta'_t = sigmoid(Wrev_beta h_t),  g'_t = softplus(Wrev_alpha h_t + rev_dt_bias) * rev_a
 //   R = 0;  for t = B-1 .. 0:  o[t] += R^T q_t / sqrt(d);  R = exp(g'_t) R;  R += k_t (x) ((v_t - R^T k_t) beta'_t)
-void Forward::gdn_reverse_path(const GdnWeights& W, int T) {
+void CpuExecutor::gdn_reverse_path(const model::GdnWeights& W, int T) {
   Scratch& s = *s_;
   const int E = hp_.n_embd, Hk = hp_.gdn_k_heads, Hv = hp_.gdn_v_heads, d = hp_.gdn_head_dim;
   linear(W.rev_beta, s.h.row(0), T, E, s.rev_beta.row(0));  // [T][Hv]
@@ -118,9 +120,9 @@ void Forward::gdn_reverse_path(const GdnWeights& W, int T) {
       std::fill(R.begin(), R.end(), 0.f);
       const int kh = static_cast<int>(h % Hk);
       for (int t = T - 1; t >= 0; --t) {
-        const float* q = s.conv.row(t) + kh * d;
-        const float* k = s.conv.row(t) + (Hk + kh) * d;
-        const float* v = s.conv.row(t) + 2 * Hk * d + h * d;
+        const float* q = s.conv_out.row(t) + kh * d;
+        const float* k = s.conv_out.row(t) + (Hk + kh) * d;
+        const float* v = s.conv_out.row(t) + 2 * Hk * d + h * d;
         const float g = ops::softplus(s.rev_alpha.row(t)[h] + W.rev_dt_bias[h]) * W.rev_a[h];
         const float decay = std::exp(g);
         const float beta = ops::sigmoid(s.rev_beta.row(t)[h]);
@@ -130,4 +132,4 @@ void Forward::gdn_reverse_path(const GdnWeights& W, int T) {
   });
 }
 
-}  // namespace clover::model
+}  // namespace clover::backend::cpu

@@ -1,0 +1,195 @@
+#include "backend/cpu/cpu_executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+#include <thread>
+
+#include "backend/cpu/pass_scratch.h"
+#include "gguf/gguf.h"
+#include "kernels/convert.h"
+#include "model/ops.h"
+
+namespace clover::backend::cpu {
+
+using model::ModelError;
+namespace ops = model::ops;
+
+CpuExecutor::Scratch::Scratch(const model::HParams& hp, ThreadPool& pool, int B)
+    : experts(pool, static_cast<int64_t>(B) * (hp.n_expert_used + 1), hp.n_embd, std::max(hp.n_ff_exp, hp.n_ff_shexp)) {
+  x.resize(B, hp.n_embd);
+  h.resize(B, hp.n_embd);
+  y.resize(B, hp.n_embd);
+  if (hp.n_attn_layers() > 0) {
+    qg.resize(B, 2 * hp.n_head * hp.head_dim);
+    k.resize(B, hp.n_head_kv * hp.head_dim);
+    v.resize(B, hp.n_head_kv * hp.head_dim);
+    q.resize(B, hp.n_head * hp.head_dim);
+    attn.resize(B, hp.n_head * hp.head_dim);
+    attn_scratch.resize(pool.size());
+  }
+  if (hp.n_gdn_layers() > 0) {
+    qkv.resize(B, hp.gdn_qkv_dim());
+    conv_out.resize(B, hp.gdn_qkv_dim());
+    z.resize(B, hp.gdn_v_dim());
+    beta.resize(B, hp.gdn_v_heads);
+    alpha.resize(B, hp.gdn_v_heads);
+    o.resize(B, hp.gdn_v_dim());
+    rev_beta.resize(B, hp.gdn_v_heads);
+    rev_alpha.resize(B, hp.gdn_v_heads);
+  }
+  const int k = hp.n_expert_used;
+  router.resize(B, hp.n_expert);
+  chosen.resize(static_cast<size_t>(B) * k);
+  chosen_w.resize(static_cast<size_t>(B) * k);
+  iota.resize(B);
+  for (int i = 0; i < B; ++i) iota[i] = i;
+  shared_gamma.resize(B);
+}
+
+CpuExecutor::CpuExecutor(const model::Model& model, const Options& opts)
+    : model_(model),
+      hp_(model.hp()),
+      pool_(opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      max_batch_(std::max(1, opts.max_batch)),
+      s_(std::make_unique<Scratch>(hp_, pool_, max_batch_)) {
+  prepare_weights(opts);
+}
+
+CpuExecutor::~CpuExecutor() = default;
+
+// The CPU computes from the mapped file as it is; preparing the weights only touches every page
+// when asked, so that the first tokens are not slowed by page faults.
+void CpuExecutor::prepare_weights(const Options& opts) {
+  if (!opts.prefault) return;
+  volatile uint8_t sink = 0;
+  for (const auto& t : model_.file().tensors())
+    for (uint64_t off = 0; off < t.size; off += 4096) sink = sink + t.data[off];
+  (void)sink;
+}
+
+std::unique_ptr<Sequence> CpuExecutor::new_sequence(int n_ctx, KvTypes types) {
+  return std::make_unique<CpuSequence>(hp_, n_ctx, types);
+}
+
+void CpuExecutor::linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y) {
+  if (stack_active_ && stacked_linear(w, x, T, x_stride, y)) return;
+  s_->acts.convert(x, T, w.cols, x_stride, kernels::activation_type(w.type));
+  const kernels::ActRows& a = s_->acts;
+  const kernels::SumOrder order = kernels::sum_order(w.type, w.rows, w.cols);
+  // Below ~64K multiply-adds a parallel region costs more than it saves.
+  if (w.rows * w.cols * T < (int64_t{1} << 16)) {
+    kernels::matmul(w, a, y, w.rows, 0, w.rows, order);
+    return;
+  }
+  pool_.parallel_for(w.rows, 16, [&](int64_t b, int64_t e) { kernels::matmul(w, a, y, w.rows, b, e, order); });
+}
+
+void CpuExecutor::check(const Pass& p) const {
+  if (!p.seq) throw ModelError("a pass without a sequence");
+  if (!dynamic_cast<const CpuSequence*>(p.seq)) throw ModelError("the sequence belongs to another backend");
+  const int64_t T = static_cast<int64_t>(p.tokens.size());
+  if (T == 0) throw ModelError("no tokens to evaluate");
+  if (p.seq->n_past() + T > p.seq->n_ctx())
+    throw ModelError(
+        fmt::format("context full: {} cached + {} new tokens exceed the context of {}", p.seq->n_past(), T, p.seq->n_ctx()));
+  for (int32_t t : p.tokens)
+    if (t < 0 || t >= hp_.n_vocab) throw ModelError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
+  if (p.kind != PassKind::Denoise) return;
+  for (size_t i = 0; i < p.denoise_rows.size(); ++i)
+    if (p.denoise_rows[i] < 0 || p.denoise_rows[i] >= T || (i > 0 && p.denoise_rows[i] <= p.denoise_rows[i - 1]))
+      throw ModelError(fmt::format("denoise rows must be ascending block positions below {} (got {} at index {})", T,
+                                   p.denoise_rows[i], i));
+  if (T > max_batch_) throw ModelError(fmt::format("a block of {} positions exceeds the largest pass of {} tokens", T, max_batch_));
+  if (p.reverse_path && !hp_.has_reverse_path)
+    throw ModelError("this file has no reverse in-block GDN path (ssm_rev_* tensors): it runs AR only, or denoise without the reverse path");
+}
+
+void CpuExecutor::run(std::span<Pass> passes) {
+  if (passes.empty()) throw ModelError("a pass list needs at least one pass");
+  for (const Pass& p : passes) check(p);
+  if (passes.size() > 1) {
+    run_stacked(passes);
+    return;
+  }
+  Pass& p = passes.front();
+  p.stats = {};
+  segments_.assign(1, StatsSegment{0, 0, &p.stats});
+  if (p.kind == PassKind::Denoise)
+    run_denoise(p);
+  else
+    run_causal(p);
+}
+
+void CpuExecutor::run_denoise(Pass& p) {
+  reverse_path_ = p.reverse_path;
+  segments_[0].row_end = static_cast<int>(p.tokens.size());
+  run_chunk(static_cast<CpuSequence&>(*p.seq), p.tokens, LogitRows::All, p.logits, PassKind::Denoise, p.denoise_rows);
+}
+
+void CpuExecutor::run_causal(Pass& p) {
+  auto& seq = static_cast<CpuSequence&>(*p.seq);
+  const int64_t T = static_cast<int64_t>(p.tokens.size());
+  for (int64_t b = 0; b < T; b += max_batch_) {
+    const int64_t n = std::min<int64_t>(max_batch_, T - b);
+    const bool last_chunk = b + n == T;
+    const LogitRows chunk_rows = p.rows == LogitRows::All ? LogitRows::All : (last_chunk ? p.rows : LogitRows::None);
+    float* out = p.rows == LogitRows::All ? p.logits + b * hp_.n_vocab : p.logits;
+    segments_[0].row_end = static_cast<int>(n);
+    run_chunk(seq, p.tokens.subspan(b, n), chunk_rows, out, PassKind::Causal);
+  }
+}
+
+void CpuExecutor::run_chunk(CpuSequence& seq, std::span<const int32_t> tokens, LogitRows rows, float* logits, PassKind kind,
+                            std::span<const int32_t> selected) {
+  const int T = static_cast<int>(tokens.size());
+  Scratch& s = *s_;
+  const model::ModelWeights& w = model_.weights();
+  segments_[0].stats->tokens += T;
+  chunk_pos0_ = seq.n_past();
+
+  // x = embed(tokens)
+  for (int t = 0; t < T; ++t) {
+    const auto* row = static_cast<const uint8_t*>(w.token_embd.data) + static_cast<size_t>(tokens[t]) * w.token_embd.row_stride;
+    kernels::dequantize_row(w.token_embd.type, row, s.x.row(t), hp_.n_embd);
+  }
+
+  for (int il = 0; il < hp_.n_layer; ++il) {
+    const model::LayerWeights& L = w.layers[il];
+    for (int t = 0; t < T; ++t) ops::rms_norm(s.x.row(t), L.attn_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+    if (L.recurrent)
+      gdn_layer(il, seq, T, kind);
+    else
+      attention_layer(il, seq, T, kind);
+    for (int64_t i = 0; i < static_cast<int64_t>(T) * hp_.n_embd; ++i) s.x.v[i] += s.y.v[i];
+
+    for (int t = 0; t < T; ++t) ops::rms_norm(s.x.row(t), L.post_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+    moe_layer(il, T);
+    for (int64_t i = 0; i < static_cast<int64_t>(T) * hp_.n_embd; ++i) s.x.v[i] += s.y.v[i];
+  }
+  if (kind == PassKind::Causal) seq.advance(T);
+  head(T, rows, logits, selected);
+}
+
+void CpuExecutor::head(int T, LogitRows rows, float* logits, std::span<const int32_t> selected) {
+  if (rows == LogitRows::None) return;
+  Scratch& s = *s_;
+  const model::ModelWeights& w = model_.weights();
+  if (!selected.empty()) {
+    // The selected rows, normed into consecutive scratch rows; their logits computed in place at
+    // the front of `logits`, then moved to their own rows (last first: selected[i] >= i).
+    const int n = static_cast<int>(selected.size());
+    for (int i = 0; i < n; ++i) ops::rms_norm(s.x.row(selected[i]), w.output_norm, s.h.row(i), hp_.n_embd, hp_.rms_eps);
+    linear(w.output, s.h.row(0), n, hp_.n_embd, logits);
+    const size_t V = static_cast<size_t>(hp_.n_vocab);
+    for (int i = n - 1; i >= 0; --i)
+      if (selected[i] != i) std::memcpy(logits + static_cast<size_t>(selected[i]) * V, logits + i * V, sizeof(float) * V);
+    return;
+  }
+  const int first = rows == LogitRows::Last ? T - 1 : 0;
+  const int n = T - first;
+  for (int t = first; t < T; ++t) ops::rms_norm(s.x.row(t), w.output_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+  linear(w.output, s.h.row(first), n, hp_.n_embd, logits);
+}
+
+}  // namespace clover::backend::cpu

@@ -1,0 +1,86 @@
+// The CPU backend: the Clover forward pass on the host, in llama.cpp's summation orders.
+//
+// One pass runs a batch of T tokens of one sequence through every layer (prefill, a decode step,
+// or a block of a decoding mode), or the stacked rows of several sequences (stacked_pass.cpp).
+// Batching amortises the weight reads: every weight row read from memory is used for all T
+// tokens. All scratch memory is sized once for the largest batch, so a decode step allocates
+// nothing.
+//
+//   x = embed(tokens)
+//   for each layer:  x += mixer(rms(x))       mixer = gated DeltaNet (gdn.cpp) or gated attention (attention.cpp)
+//                    x += moe(rms(x))         256 routed experts (top 8) + 1 gated shared expert (moe.cpp)
+//   logits = head(rms(x))
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/cpu/sequence.h"
+#include "backend/executor.h"
+#include "kernels/matmul.h"
+#include "model/model.h"
+#include "runtime/thread_pool.h"
+
+namespace clover::backend::cpu {
+
+class CpuExecutor final : public Executor {
+ public:
+  struct Options {
+    int n_threads = 0;    // 0: all cores
+    int max_batch = 256;  // the largest internal pass; longer causal passes are chunked
+    bool prefault = false;  // touch every weight page before the first pass
+  };
+  CpuExecutor(const model::Model& model, const Options& opts);
+  ~CpuExecutor() override;
+
+  std::string_view name() const override { return "cpu"; }
+  const model::Model& model() const override { return model_; }
+  int max_batch() const override { return max_batch_; }
+  int n_threads() const override { return pool_.size(); }
+  std::unique_ptr<Sequence> new_sequence(int n_ctx, KvTypes types) override;
+  void run(std::span<Pass> passes) override;
+  using Executor::run;
+  void trace_routing(std::FILE* f) override { routing_trace_ = f; }
+
+ private:
+  struct Scratch;
+  struct StackScratch;
+  // Where the MoE layer books the statistics of the rows [row_begin, row_end) of the current pass.
+  struct StatsSegment {
+    int row_begin, row_end;
+    PassStats* stats;
+  };
+
+  void prepare_weights(const Options& opts);
+  void check(const Pass& p) const;
+  void run_causal(Pass& p);
+  void run_denoise(Pass& p);
+  void run_stacked(std::span<Pass> passes);  // stacked_pass.cpp
+  // One chunk of one sequence through every layer; the head for `rows` (or the `selected` block rows).
+  void run_chunk(CpuSequence& seq, std::span<const int32_t> tokens, LogitRows rows, float* logits, PassKind kind,
+                 std::span<const int32_t> selected = {});
+  void attention_layer(int il, CpuSequence& seq, int T, PassKind kind);
+  void gdn_layer(int il, CpuSequence& seq, int T, PassKind kind);
+  void gdn_reverse_path(const model::GdnWeights& W, int T);
+  void moe_layer(int il, int T);
+  void head(int T, LogitRows rows, float* logits, std::span<const int32_t> selected);
+  void linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y);
+  // During a stacked pass: serves a mixer's projection from the stacked result (true), or defers it.
+  bool stacked_linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y);
+
+  const model::Model& model_;
+  const model::HParams& hp_;
+  ThreadPool pool_;
+  int max_batch_;
+  std::unique_ptr<Scratch> s_;
+  std::vector<StatsSegment> segments_;  // of the pass running now
+  std::FILE* routing_trace_ = nullptr;
+  int chunk_pos0_ = 0;  // position of the chunk's first token (for the trace)
+  bool reverse_path_ = true;
+  std::unique_ptr<StackScratch> stack_;
+  bool stack_active_ = false;  // the mixer of one sequence of a stacked pass is running
+};
+
+}  // namespace clover::backend::cpu

@@ -1,0 +1,152 @@
+// The execution boundary: what a backend (the CPU today, a GPU next) implements so that the
+// decoders, the engine and the server run on it unchanged.
+//
+// The boundary is the pass, not an op graph: a backend owns its sequences (attention KV cache,
+// GDN conv window and recurrent state, snapshots of that state) and runs whole forward passes
+// over them, however it likes inside (the CPU backend keeps its fused, llama.cpp-order regions).
+//
+//   Executor   makes sequences and runs a list of passes: one pass, or several sequences'
+//              passes stacked into one (continuous batching);
+//   Sequence   one sequence's state; n_past committed tokens; save/restore a recurrent snapshot
+//              (guess-then-verify's rollback, prefix reuse), truncate the KV when nothing is
+//              recurrent;
+//   Pass       causal (prefill, AR step, commit, verify: appends to the sequence) or denoise (a
+//              block against the committed prefix: the sequence is left unchanged), with the
+//              rows of logits it wants and, back from the backend, that pass's own statistics.
+//
+// Rules every backend keeps (tests/backend/*):
+//   - batch invariance: a pass's logits and the state it leaves never depend on which other
+//     passes share the stacked pass, nor on how a long causal pass is chunked;
+//   - a pass is validated before anything runs (ModelError naming the problem), so a failed pass
+//     leaves every sequence as it was.
+// How to add a backend: docs/backends.md.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "model/model.h"
+
+namespace clover::backend {
+
+// Which positions of a causal pass need logits.
+enum class LogitRows { None, Last, All };
+
+enum class PassKind {
+  Causal,   // appends the tokens to the sequence: prefill, AR step, commit and verify passes
+  Denoise,  // a block after the committed prefix, bidirectional inside; the sequence is unchanged
+};
+
+// The work of one pass (summed over layers and over the chunks of a long causal pass).
+struct PassStats {
+  int64_t tokens = 0;
+  int64_t expert_rows = 0;       // (token, routed expert) pairs computed
+  int64_t distinct_experts = 0;  // distinct routed experts whose weights were read (per layer, summed)
+};
+
+// The element types of the K and V caches (F32, F16 or Q8_0, as llama.cpp's -ctk / -ctv).
+struct KvTypes {
+  DType k = DType::F32, v = DType::F32;
+};
+
+// A copy of a sequence's recurrent state and of its length at the time (the attention cache is
+// not copied: its rows below that length stay valid as long as the sequence starts with the same
+// tokens). Storage is reused when the same snapshot is saved into again.
+class Snapshot {
+ public:
+  virtual ~Snapshot() = default;
+  virtual int n_past() const = 0;
+  virtual size_t bytes() const = 0;
+};
+
+class Sequence {
+ public:
+  virtual ~Sequence() = default;
+  virtual int n_past() const = 0;  // committed tokens
+  virtual int n_ctx() const = 0;   // positions the KV cache holds
+  virtual void reset() = 0;        // back to an empty sequence
+  // Cuts the sequence back to n tokens (n <= n_past). Only a model without recurrent layers can
+  // (their state cannot be rewound): otherwise throws ModelError; use restore().
+  virtual void truncate(int n) = 0;
+  virtual std::unique_ptr<Snapshot> new_snapshot() const = 0;
+  virtual void save(Snapshot& into) const = 0;  // into: from new_snapshot() of this backend
+  // Back to the snapshot's length and recurrent state. The KV rows below its length must not have
+  // been overwritten since (true whenever the sequence went on from the snapshot's tokens).
+  virtual void restore(const Snapshot& from) = 0;
+  virtual size_t kv_bytes() const = 0;
+  virtual size_t recurrent_bytes() const = 0;
+  // The committed state as bytes, backend-neutral (for tests: equal states give equal bytes):
+  // per attention layer K then V of positions [0, n_past) in the cache type, then per GDN layer
+  // its conv window and recurrent state as floats.
+  virtual std::vector<uint8_t> committed_state() const = 0;
+};
+
+struct Pass {
+  Sequence* seq = nullptr;
+  PassKind kind = PassKind::Causal;
+  std::span<const int32_t> tokens;       // Causal: the new tokens; Denoise: the block
+  LogitRows rows = LogitRows::Last;      // Causal: which rows get logits
+  std::span<const int32_t> denoise_rows; // Denoise: ascending block positions that get logits; empty: all
+  bool reverse_path = true;              // Denoise: add the reverse in-block GDN path
+  // [rows][n_vocab]: Causal Last: one row; Causal All: a row per token; Denoise: a row per block
+  // position (rows not in denoise_rows are unspecified scratch).
+  float* logits = nullptr;
+  PassStats stats;                       // out: this pass's work, written by the executor
+
+  static Pass causal(Sequence& seq, std::span<const int32_t> tokens, LogitRows rows, float* logits) {
+    Pass p;
+    p.seq = &seq, p.kind = PassKind::Causal, p.tokens = tokens, p.rows = rows, p.logits = logits;
+    return p;
+  }
+  static Pass denoise(Sequence& seq, std::span<const int32_t> block, std::span<const int32_t> rows, float* logits,
+                      bool reverse_path) {
+    Pass p;
+    p.seq = &seq, p.kind = PassKind::Denoise, p.tokens = block, p.rows = LogitRows::All, p.denoise_rows = rows;
+    p.logits = logits, p.reverse_path = reverse_path;
+    return p;
+  }
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual std::string_view name() const = 0;  // "cpu", "vulkan:0 (NVIDIA H200)", ...
+  virtual const model::Model& model() const = 0;
+  // The most tokens one stacked pass holds (a lone causal pass may be longer: it is chunked).
+  virtual int max_batch() const = 0;
+  virtual int n_threads() const = 0;  // CPU threads the backend computes with
+  // Throws ModelError when the cache types do not suit the model.
+  virtual std::unique_ptr<Sequence> new_sequence(int n_ctx, KvTypes types) = 0;
+  // Runs the passes: one alone, or several (each on a different sequence, their tokens together
+  // within max_batch) stacked into one pass. Each pass gets its logits and its own statistics.
+  // Validates everything first: ModelError before any sequence changes.
+  virtual void run(std::span<Pass> passes) = 0;
+  void run(Pass& pass) { run(std::span<Pass>(&pass, 1)); }
+  // Debugging aid: every MoE routing decision as one line (backend/routing.h).
+  virtual void trace_routing(std::FILE* f) = 0;
+};
+
+// What the sequences' caches need, by formula (the same for every backend).
+size_t kv_bytes_for(const model::HParams& hp, int64_t n_ctx, KvTypes types);
+size_t recurrent_bytes_for(const model::HParams& hp);
+// Throws ModelError when the cache types do not suit the model (q8_0 needs a head dim that is a
+// multiple of 32; only f32, f16, q8_0).
+void check_kv_types(const model::HParams& hp, KvTypes types);
+
+struct ExecutorOptions {
+  std::string device = "cpu";  // the backend to run on (only "cpu" today)
+  int n_threads = 0;           // 0: all cores
+  int max_batch = 256;
+  bool prefault = false;       // CPU: touch every weight page while preparing the weights
+};
+
+// Picks and builds the backend (backend/select.cpp); the backend prepares the weights for itself
+// (the CPU: touches the pages when asked; a GPU backend: uploads them) before returning.
+std::unique_ptr<Executor> make_executor(const model::Model& model, const ExecutorOptions& opts);
+
+}  // namespace clover::backend
