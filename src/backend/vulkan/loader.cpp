@@ -1,0 +1,101 @@
+// dlopen of libvulkan and the fill of the function tables (loader.h).
+#include "backend/vulkan/loader.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace clover::vulkan {
+
+namespace {
+
+// The loader stays open for the life of the process: instances and devices may outlive any one
+// owner, and unloading a driver under a live device is undefined.
+void* open_loader(std::string& error) {
+  static std::once_flag once;
+  static void* handle = nullptr;
+  static std::string open_error;
+  std::call_once(once, [] {
+    for (const char* name : {"libvulkan.so.1", "libvulkan.so"}) {
+      handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (handle) return;
+    }
+    const char* why = dlerror();
+    open_error = std::string("no Vulkan driver: libvulkan.so.1 could not be loaded (") + (why ? why : "unknown") +
+                 "); install a Vulkan loader and driver (Debian: libvulkan1 mesa-vulkan-drivers) or use the CPU";
+  });
+  if (!handle) error = open_error;
+  return handle;
+}
+
+}  // namespace
+
+bool load_vulkan(VulkanFns& fns, std::string& error) {
+  void* lib = open_loader(error);
+  if (!lib) return false;
+  fns.vkGetInstanceProcAddr = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
+  if (!fns.vkGetInstanceProcAddr) {
+    error = "no Vulkan driver: libvulkan has no vkGetInstanceProcAddr";
+    return false;
+  }
+#define CLOVER_VK_LOAD(name) fns.name = reinterpret_cast<PFN_##name>(fns.vkGetInstanceProcAddr(nullptr, #name));
+  CLOVER_VK_GLOBAL_FNS(CLOVER_VK_LOAD)
+#undef CLOVER_VK_LOAD
+  if (!fns.vkCreateInstance || !fns.vkEnumerateInstanceVersion) {
+    error = "no Vulkan driver: the Vulkan loader is older than 1.1 (no vkEnumerateInstanceVersion)";
+    return false;
+  }
+  return true;
+}
+
+bool load_instance_fns(VulkanFns& fns, VkInstance instance, std::string& error) {
+#define CLOVER_VK_LOAD(name)                                                                   \
+  fns.name = reinterpret_cast<PFN_##name>(fns.vkGetInstanceProcAddr(instance, #name));         \
+  if (!fns.name) {                                                                             \
+    error = "Vulkan instance lacks " #name;                                                    \
+    return false;                                                                              \
+  }
+  CLOVER_VK_INSTANCE_FNS(CLOVER_VK_LOAD)
+#undef CLOVER_VK_LOAD
+  // Optional: null unless the instance enabled VK_EXT_debug_utils.
+  fns.vkCreateDebugUtilsMessengerEXT = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+      fns.vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT"));
+  fns.vkDestroyDebugUtilsMessengerEXT = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+      fns.vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"));
+  return true;
+}
+
+bool load_device_fns(const VulkanFns& fns, VkDevice device, DeviceFns& out, std::string& error) {
+#define CLOVER_VK_LOAD(name)                                                                   \
+  out.name = reinterpret_cast<PFN_##name>(fns.vkGetDeviceProcAddr(device, #name));             \
+  if (!out.name) {                                                                             \
+    error = "Vulkan device lacks " #name " (the backend needs Vulkan 1.2)";                    \
+    return false;                                                                              \
+  }
+  CLOVER_VK_DEVICE_FNS(CLOVER_VK_LOAD)
+#undef CLOVER_VK_LOAD
+  return true;
+}
+
+const char* result_name(VkResult r) {
+  switch (r) {
+    case VK_SUCCESS: return "VK_SUCCESS";
+    case VK_NOT_READY: return "VK_NOT_READY";
+    case VK_TIMEOUT: return "VK_TIMEOUT";
+    case VK_INCOMPLETE: return "VK_INCOMPLETE";
+    case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_MEMORY_MAP_FAILED: return "VK_ERROR_MEMORY_MAP_FAILED";
+    case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
+    case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
+    case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
+    default: return "VkResult(other)";
+  }
+}
+
+}  // namespace clover::vulkan

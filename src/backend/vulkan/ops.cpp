@@ -1,0 +1,183 @@
+// Argument checks and dispatch recording of every shader (ops.h).
+#include "backend/vulkan/ops.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/convert.h"
+
+namespace clover::vulkan {
+
+namespace {
+
+constexpr uint32_t kMaxGroups = 65535;  // the smallest maxComputeWorkGroupCount Vulkan allows
+
+uint32_t u32(int64_t v, const char* what) {
+  if (v < 0 || v > 0xffffffffll) throw VulkanError(fmt::format("{} = {} does not fit the shader's 32-bit index", what, v));
+  return static_cast<uint32_t>(v);
+}
+
+uint32_t groups(int64_t items, int64_t per_group, const char* op) {
+  const int64_t g = (items + per_group - 1) / per_group;
+  if (g < 1 || g > kMaxGroups) throw VulkanError(fmt::format("{}: {} workgroups (1..{} allowed)", op, g, kMaxGroups));
+  return static_cast<uint32_t>(g);
+}
+
+const char* matmul_shader(DType t) {
+  switch (t) {
+    case DType::F32: return "matmul_f32";
+    case DType::F16: return "matmul_f16";
+    case DType::Q8_0: return "matmul_q8_0";
+    case DType::Q4_0: return "matmul_q4_0";
+    default: throw VulkanError(fmt::format("matmul: no shader for {} weights", dtype_name(t)));
+  }
+}
+
+struct MatmulPush {
+  uint32_t rows, cols, n_act, w_base, w_stride, x_stride, y_stride, o0;
+};
+struct QuantizePush {
+  uint32_t cols, n_rows, x_stride;
+};
+struct NormPush {
+  uint32_t n, heads, x_row, x_head, y_row, y_head;
+  float eps, post;
+  uint32_t mode;
+};
+struct RopePush {
+  uint32_t tokens, heads, n_rot, row_stride, head_stride;
+};
+struct ArgmaxPush {
+  uint32_t n, stride;
+};
+struct RouterPush {
+  uint32_t n_expert, k, stride;
+};
+
+}  // namespace
+
+uint64_t device_matrix_bytes(const kernels::MatRef& m) {
+  const DType t = m.type == DType::BF16 ? DType::F32 : m.type;
+  return static_cast<uint64_t>(m.rows) * dtype_row_bytes(t, m.cols);
+}
+
+DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& dst, uint64_t offset) {
+  DeviceMatrix d;
+  d.type = m.type == DType::BF16 ? DType::F32 : m.type;
+  d.buffer = &dst;
+  d.offset = offset;
+  d.rows = m.rows;
+  d.cols = m.cols;
+  d.row_stride = dtype_row_bytes(d.type, m.cols);
+  if (m.cols % dtype_block_size(m.type))
+    throw VulkanError(fmt::format("upload: {} columns are not whole {} blocks", m.cols, dtype_name(m.type)));
+  // Rows packed back to back; a chunk of rows at a time, converted where needed.
+  const int64_t rows_per_chunk = std::max<int64_t>(1, (4 << 20) / static_cast<int64_t>(d.row_stride));
+  std::vector<uint8_t> buf;
+  for (int64_t r0 = 0; r0 < m.rows; r0 += rows_per_chunk) {
+    const int64_t n = std::min(rows_per_chunk, m.rows - r0);
+    buf.assign(static_cast<size_t>(n) * d.row_stride + 4, 0);
+    for (int64_t r = 0; r < n; ++r) {
+      const auto* src = static_cast<const uint8_t*>(m.data) + static_cast<size_t>(r0 + r) * m.row_stride;
+      uint8_t* out = buf.data() + static_cast<size_t>(r) * d.row_stride;
+      if (m.type == DType::BF16)
+        kernels::dequantize_row(DType::BF16, src, reinterpret_cast<float*>(out), m.cols);
+      else
+        std::copy(src, src + d.row_stride, out);
+    }
+    const uint64_t at = offset + static_cast<uint64_t>(r0) * d.row_stride;
+    const uint64_t bytes = static_cast<uint64_t>(n) * d.row_stride;
+    // Copies move whole words: the last partial word takes the (zero) padding after the data.
+    const uint64_t head = at % 4;
+    if (head) throw VulkanError("upload: matrix offset must be a multiple of 4");
+    dev.upload(dst, at, buf.data(), (bytes + 3) & ~uint64_t{3});
+  }
+  return d;
+}
+
+Q8Activations make_q8_activations(Device& dev, int64_t rows, int64_t cols) {
+  if (cols % 32) throw VulkanError(fmt::format("Q8_0 activations: {} columns are not whole blocks of 32", cols));
+  Q8Activations a;
+  a.rows = rows;
+  a.cols = cols;
+  a.quants = dev.create_buffer(static_cast<uint64_t>(rows) * cols, MemoryPurpose::Scratch);
+  a.scales = dev.create_buffer(static_cast<uint64_t>(rows) * (cols / 32) * 4, MemoryPurpose::Scratch);
+  return a;
+}
+
+void record_quantize_q8_0(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t cols, int64_t x_stride,
+                          const Q8Activations& a) {
+  if (cols % 32 || cols != a.cols || rows > a.rows)
+    throw VulkanError(fmt::format("quantize_q8_0: {} x {} rows into Q8_0 scratch of {} x {}", rows, cols, a.rows, a.cols));
+  const Pipeline& p = dev.pipelines().get("quantize_q8_0_activation", 3, sizeof(QuantizePush));
+  const QuantizePush push{u32(cols, "cols"), u32(rows, "rows"), u32(x_stride, "x_stride")};
+  cl.dispatch(p, {x, whole(a.quants), whole(a.scales)}, push, groups(rows * (cols / 32), 64, "quantize_q8_0"));
+}
+
+void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRange x, int64_t x_stride,
+                   const Q8Activations* q8, int64_t n_act, BufferRange y, int64_t y_stride) {
+  const bool quant = w.type == DType::Q8_0 || w.type == DType::Q4_0;
+  if (quant && (!q8 || q8->cols != w.cols || q8->rows < n_act))
+    throw VulkanError(fmt::format("matmul: {} weights of {} columns need Q8_0 activations of {} columns for {} rows",
+                                  dtype_name(w.type), w.cols, w.cols, n_act));
+  if (!quant && x_stride < w.cols) throw VulkanError("matmul: activation stride shorter than a row");
+  if (n_act < 1 || w.rows < 1) throw VulkanError("matmul: empty product");
+  const Pipeline& p = dev.pipelines().get(matmul_shader(w.type), 4, sizeof(MatmulPush));
+  const uint64_t align = std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
+  // Rows per chunk: the chunk (plus up to `align` bytes of lead-in) must fit one binding.
+  const uint64_t limit = dev.binding_limit();
+  if (w.row_stride + align > limit) throw VulkanError("matmul: one weight row exceeds the binding limit");
+  const int64_t chunk = std::min<int64_t>(kMaxGroups, static_cast<int64_t>((limit - align) / w.row_stride));
+  const BufferRange act = quant ? whole(q8->quants) : x;
+  const BufferRange scales = quant ? whole(q8->scales) : x;
+  for (int64_t o0 = 0; o0 < w.rows; o0 += chunk) {
+    const int64_t rows = std::min(chunk, w.rows - o0);
+    const uint64_t start = w.offset + static_cast<uint64_t>(o0) * w.row_stride;
+    const uint64_t aligned = start / align * align;
+    const uint64_t bytes = std::min<uint64_t>(((start - aligned + rows * w.row_stride) + 3) & ~uint64_t{3},
+                                              w.buffer->size() - aligned);
+    const MatmulPush push{u32(rows, "rows"),        u32(w.cols, "cols"),         u32(n_act, "n_act"),
+                          u32(start - aligned, "w_base"), u32(w.row_stride, "w_stride"), u32(x_stride, "x_stride"),
+                          u32(y_stride, "y_stride"), u32(o0, "o0")};
+    cl.dispatch(p, {BufferRange{w.buffer, aligned, bytes}, act, scales, y}, push, static_cast<uint32_t>(rows),
+                groups(n_act, 8, "matmul"));
+  }
+}
+
+void record_rms_norm(CommandList& cl, Device& dev, const NormShape& s, NormMode mode, float eps, float post, BufferRange x,
+                     BufferRange w, BufferRange z, BufferRange y) {
+  if (s.n < 1 || s.tokens < 1 || s.heads < 1) throw VulkanError("rms_norm: empty shape");
+  const Pipeline& p = dev.pipelines().get("rms_norm", 4, sizeof(NormPush));
+  const NormPush push{u32(s.n, "n"),         u32(s.heads, "heads"),   u32(s.x_row, "x_row"), u32(s.x_head, "x_head"),
+                      u32(s.y_row, "y_row"), u32(s.y_head, "y_head"), eps,                   post,
+                      static_cast<uint32_t>(mode)};
+  cl.dispatch(p, {x, w, z, y}, push, groups(s.tokens * s.heads, 1, "rms_norm"));
+}
+
+void record_rope_neox(CommandList& cl, Device& dev, const RopeShape& s, BufferRange x, BufferRange table) {
+  if (s.n_rot < 2 || s.n_rot % 2) throw VulkanError(fmt::format("rope: n_rot {} must be even and positive", s.n_rot));
+  const Pipeline& p = dev.pipelines().get("rope_neox", 2, sizeof(RopePush));
+  const RopePush push{u32(s.tokens, "tokens"), u32(s.heads, "heads"), u32(s.n_rot, "n_rot"),
+                      u32(s.row_stride, "row_stride"), u32(s.head_stride, "head_stride")};
+  cl.dispatch(p, {x, table}, push, groups(s.tokens * s.heads * (s.n_rot / 2), 64, "rope"));
+}
+
+void record_argmax(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t n, int64_t stride, BufferRange best) {
+  if (n < 1) throw VulkanError("argmax: empty row");
+  const Pipeline& p = dev.pipelines().get("argmax", 2, sizeof(ArgmaxPush));
+  const ArgmaxPush push{u32(n, "n"), u32(stride, "stride")};
+  cl.dispatch(p, {x, best}, push, groups(rows, 1, "argmax"));
+}
+
+void record_moe_router(CommandList& cl, Device& dev, BufferRange logits, int64_t tokens, int64_t n_expert, int64_t k,
+                       int64_t stride, BufferRange ids, BufferRange weights) {
+  if (n_expert < 1 || n_expert > 512 || k < 1 || k > 16 || k > n_expert)
+    throw VulkanError(fmt::format("moe_router: {} experts, top-{} (the shader takes up to 512 experts, k <= 16)", n_expert, k));
+  const Pipeline& p = dev.pipelines().get("moe_router", 3, sizeof(RouterPush));
+  const RouterPush push{u32(n_expert, "n_expert"), u32(k, "k"), u32(stride, "stride")};
+  cl.dispatch(p, {logits, ids, weights}, push, groups(tokens, 1, "moe_router"));
+}
+
+}  // namespace clover::vulkan
