@@ -88,6 +88,8 @@ class Instance {
   bool validation() const { return validation_; }
   // Messages the validation layer has sent since the instance was created.
   uint64_t validation_messages() const { return messages_.load(); }
+  // True once the layer has greeted the instance (its status message at creation).
+  bool validation_layer_active() const { return layer_active_.load(); }
 
   const VulkanFns& fns() const { return fns_; }
   VkInstance handle() const { return instance_; }
@@ -105,6 +107,7 @@ class Instance {
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   bool validation_ = false;
   std::atomic<uint64_t> messages_{0};
+  std::atomic<bool> layer_active_{false};
   std::vector<VkPhysicalDevice> physical_;
   std::vector<DeviceInfo> devices_;
 };
