@@ -3,29 +3,36 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <vector>
 
 namespace clover::vulkan {
 
 namespace {
 
-// The loader stays open for the life of the process: instances and devices may outlive any one
-// owner, and unloading a driver under a live device is undefined.
+// The loader stays open for the life of the process (never dlclose'd: instances and devices may
+// outlive any one owner, and unloading a driver under a live device is undefined); a repeated
+// dlopen of a loaded library only takes a reference. CLOVER_VULKAN_LIBRARY names the loader to use
+// instead of the system's (a loader brought along to a machine without one).
 void* open_loader(std::string& error) {
-  static std::once_flag once;
-  static void* handle = nullptr;
-  static std::string open_error;
-  std::call_once(once, [] {
-    for (const char* name : {"libvulkan.so.1", "libvulkan.so"}) {
-      handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (handle) return;
-    }
-    const char* why = dlerror();
-    open_error = std::string("no Vulkan driver: libvulkan.so.1 could not be loaded (") + (why ? why : "unknown") +
-                 "); install a Vulkan loader and driver (Debian: libvulkan1 mesa-vulkan-drivers) or use the CPU";
-  });
-  if (!handle) error = open_error;
-  return handle;
+  const char* forced = std::getenv("CLOVER_VULKAN_LIBRARY");
+  std::vector<std::string> names;
+  if (forced && *forced)
+    names.push_back(forced);
+  else
+    names = {"libvulkan.so.1", "libvulkan.so"};
+  std::string why;
+  for (const std::string& name : names) {
+    if (void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    const char* e = dlerror();
+    why = e ? e : "unknown";
+  }
+  error = fmt::format("no Vulkan driver: {} could not be loaded ({}); install a Vulkan loader and driver (Debian: "
+                      "libvulkan1 mesa-vulkan-drivers) or use the CPU",
+                      names[0], why);
+  return nullptr;
 }
 
 }  // namespace

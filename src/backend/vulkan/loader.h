@@ -98,7 +98,7 @@ struct DeviceFns {
 };
 #undef CLOVER_VK_MEMBER
 
-// Opens libvulkan once per process and fills the global functions. Returns false with a message
+// Opens libvulkan (or the library CLOVER_VULKAN_LIBRARY names) and fills the global functions. Returns false with a message
 // that names what is missing ("no Vulkan driver: libvulkan.so.1 not found ...") when it cannot.
 bool load_vulkan(VulkanFns& fns, std::string& error);
 // Fills the instance-level (and, when present, debug-utils) functions.

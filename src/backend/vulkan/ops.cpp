@@ -6,38 +6,18 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/vulkan/ops_internal.h"
 #include "kernels/convert.h"
 
 namespace clover::vulkan {
 
 namespace {
 
-constexpr uint32_t kMaxGroups = 65535;  // the smallest maxComputeWorkGroupCount Vulkan allows
+using detail::groups;
+using detail::kMaxGroups;
+using detail::MatmulPush;
+using detail::u32;
 
-uint32_t u32(int64_t v, const char* what) {
-  if (v < 0 || v > 0xffffffffll) throw VulkanError(fmt::format("{} = {} does not fit the shader's 32-bit index", what, v));
-  return static_cast<uint32_t>(v);
-}
-
-uint32_t groups(int64_t items, int64_t per_group, const char* op) {
-  const int64_t g = (items + per_group - 1) / per_group;
-  if (g < 1 || g > kMaxGroups) throw VulkanError(fmt::format("{}: {} workgroups (1..{} allowed)", op, g, kMaxGroups));
-  return static_cast<uint32_t>(g);
-}
-
-const char* matmul_shader(DType t) {
-  switch (t) {
-    case DType::F32: return "matmul_f32";
-    case DType::F16: return "matmul_f16";
-    case DType::Q8_0: return "matmul_q8_0";
-    case DType::Q4_0: return "matmul_q4_0";
-    default: throw VulkanError(fmt::format("matmul: no shader for {} weights", dtype_name(t)));
-  }
-}
-
-struct MatmulPush {
-  uint32_t rows, cols, n_act, w_base, w_stride, x_stride, y_stride, o0;
-};
 struct QuantizePush {
   uint32_t cols, n_rows, x_stride;
 };
@@ -55,6 +35,25 @@ struct ArgmaxPush {
 struct RouterPush {
   uint32_t n_expert, k, stride;
 };
+struct AttentionPush {
+  uint32_t head_dim, n_head, group, q_row, q_head, o_row;
+  uint32_t k_stride, k_head_bytes, k_type, v_stride, v_head_bytes, v_type;
+  uint32_t n_past, n_tokens, causal;
+  float scale;
+};
+struct ConvPush {
+  uint32_t channels, kernel, tokens, x_stride, y_stride;
+};
+struct GdnPush {
+  uint32_t d, n_k_heads, n_v_heads, tokens, conv_stride, gate_stride, o_stride;
+  float scale;
+};
+
+uint32_t kv_type_id(DType t) {
+  if (t != DType::F32 && t != DType::F16 && t != DType::Q8_0)
+    throw VulkanError(fmt::format("attention: a {} KV cache is not supported (f32, f16, q8_0)", dtype_name(t)));
+  return static_cast<uint32_t>(t);
+}
 
 }  // namespace
 
@@ -124,7 +123,7 @@ void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRa
                                   dtype_name(w.type), w.cols, w.cols, n_act));
   if (!quant && x_stride < w.cols) throw VulkanError("matmul: activation stride shorter than a row");
   if (n_act < 1 || w.rows < 1) throw VulkanError("matmul: empty product");
-  const Pipeline& p = dev.pipelines().get(matmul_shader(w.type), 4, sizeof(MatmulPush));
+  const Pipeline& p = dev.pipelines().get(detail::matmul_shader(w.type, false), 4, sizeof(MatmulPush));
   const uint64_t align = std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
   // Rows per chunk: the chunk (plus up to `align` bytes of lead-in) must fit one binding.
   const uint64_t limit = dev.binding_limit();
@@ -140,7 +139,7 @@ void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRa
                                               w.buffer->size() - aligned);
     const MatmulPush push{u32(rows, "rows"),        u32(w.cols, "cols"),         u32(n_act, "n_act"),
                           u32(start - aligned, "w_base"), u32(w.row_stride, "w_stride"), u32(x_stride, "x_stride"),
-                          u32(y_stride, "y_stride"), u32(o0, "o0")};
+                          u32(y_stride, "y_stride"), u32(o0, "o0"), 0, 0, 0, 0};
     cl.dispatch(p, {BufferRange{w.buffer, aligned, bytes}, act, scales, y}, push, static_cast<uint32_t>(rows),
                 groups(n_act, 8, "matmul"));
   }
@@ -178,6 +177,45 @@ void record_moe_router(CommandList& cl, Device& dev, BufferRange logits, int64_t
   const Pipeline& p = dev.pipelines().get("moe_router", 3, sizeof(RouterPush));
   const RouterPush push{u32(n_expert, "n_expert"), u32(k, "k"), u32(stride, "stride")};
   cl.dispatch(p, {logits, ids, weights}, push, groups(tokens, 1, "moe_router"));
+}
+
+void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, float scale, BufferRange q,
+                      const KvCacheView& k, const KvCacheView& v, BufferRange o) {
+  if (s.head_dim < 1 || s.head_dim > 256) throw VulkanError(fmt::format("attention: head_dim {} (1..256)", s.head_dim));
+  if (s.n_head_kv < 1 || s.n_head % s.n_head_kv)
+    throw VulkanError(fmt::format("attention: {} query heads do not group over {} KV heads", s.n_head, s.n_head_kv));
+  if ((k.type == DType::Q8_0 || v.type == DType::Q8_0) && s.head_dim % 32)
+    throw VulkanError(fmt::format("attention: a q8_0 cache needs head_dim a multiple of 32, not {}", s.head_dim));
+  if (s.tokens < 1) throw VulkanError("attention: no query tokens");
+  const Pipeline& p = dev.pipelines().get("attention", 4, sizeof(AttentionPush));
+  const AttentionPush push{u32(s.head_dim, "head_dim"), u32(s.n_head, "n_head"), u32(s.n_head / s.n_head_kv, "group"),
+                           u32(s.q_row, "q_row"), u32(s.q_head, "q_head"), u32(s.o_row, "o_row"),
+                           u32(k.stride, "k stride"), u32(k.head_bytes, "k head"), kv_type_id(k.type),
+                           u32(v.stride, "v stride"), u32(v.head_bytes, "v head"), kv_type_id(v.type),
+                           u32(s.n_past, "n_past"), u32(s.tokens, "tokens"), s.causal ? 1u : 0u, scale};
+  cl.dispatch(p, {q, k.range, v.range, o}, push, groups(s.tokens * s.n_head, 1, "attention"));
+}
+
+void record_conv_silu(CommandList& cl, Device& dev, int64_t channels, int kernel, int64_t tokens, BufferRange x,
+                      int64_t x_stride, BufferRange state, BufferRange w, BufferRange y, int64_t y_stride) {
+  if (kernel < 2 || kernel > 8) throw VulkanError(fmt::format("conv_silu: kernel {} (2..8)", kernel));
+  if (channels < 1 || tokens < 1) throw VulkanError("conv_silu: empty shape");
+  const Pipeline& p = dev.pipelines().get("conv_silu", 4, sizeof(ConvPush));
+  const ConvPush push{u32(channels, "channels"), static_cast<uint32_t>(kernel), u32(tokens, "tokens"),
+                      u32(x_stride, "x_stride"), u32(y_stride, "y_stride")};
+  cl.dispatch(p, {x, state, w, y}, push, groups(channels, 64, "conv_silu"));
+}
+
+void record_gdn_step(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
+                     BufferRange beta, BufferRange params, BufferRange state, BufferRange o) {
+  if (s.d < 1 || s.d > 256) throw VulkanError(fmt::format("gdn_step: head dim {} (1..256)", s.d));
+  if (s.n_k_heads < 1 || s.n_v_heads % s.n_k_heads)
+    throw VulkanError(fmt::format("gdn_step: {} value heads over {} key heads", s.n_v_heads, s.n_k_heads));
+  const Pipeline& p = dev.pipelines().get("gdn_step", 6, sizeof(GdnPush));
+  const GdnPush push{u32(s.d, "d"), u32(s.n_k_heads, "n_k_heads"), u32(s.n_v_heads, "n_v_heads"), u32(s.tokens, "tokens"),
+                     u32(s.conv_stride, "conv_stride"), u32(s.gate_stride, "gate_stride"), u32(s.o_stride, "o_stride"),
+                     scale};
+  cl.dispatch(p, {conv, alpha, beta, params, state, o}, push, groups(s.n_v_heads, 1, "gdn_step"));
 }
 
 }  // namespace clover::vulkan

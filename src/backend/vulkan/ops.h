@@ -67,4 +67,35 @@ void record_argmax(CommandList& cl, Device& dev, BufferRange x, int64_t rows, in
 void record_moe_router(CommandList& cl, Device& dev, BufferRange logits, int64_t tokens, int64_t n_expert, int64_t k,
                        int64_t stride, BufferRange ids, BufferRange weights);
 
+// attention.comp (twin: kernels::attention_ref): every query head of `tokens` tokens against one
+// layer's KV cache; causal rows see n_past + t + 1 keys, a denoising block's rows n_past + tokens.
+struct KvCacheView {
+  DType type = DType::F16;  // F32, F16 or Q8_0
+  BufferRange range;
+  uint64_t stride = 0;      // bytes between positions
+  uint64_t head_bytes = 0;  // bytes between KV heads inside a position
+};
+struct AttentionShape {
+  int64_t head_dim = 0, n_head = 0, n_head_kv = 0, tokens = 0, n_past = 0;
+  bool causal = true;
+  int64_t q_row = 0, q_head = 0, o_row = 0;  // floats between tokens / heads of q, tokens of o
+};
+void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, float scale, BufferRange q,
+                      const KvCacheView& k, const KvCacheView& v, BufferRange o);
+
+// conv_silu.comp (twin: kernels::conv_silu_ref over a run of tokens, as model/gdn.cpp runs it):
+// y = silu(causal depthwise conv of x), the state [K-1][C] advanced in place.
+void record_conv_silu(CommandList& cl, Device& dev, int64_t channels, int kernel, int64_t tokens, BufferRange x,
+                      int64_t x_stride, BufferRange state, BufferRange w, BufferRange y, int64_t y_stride);
+
+// gdn_step.comp (twin: kernels::gdn_step_ref with the gates of model/gdn.cpp): the delta rule
+// over `tokens` tokens for every value head, state [Hv][d][d] advanced in place. params holds
+// dt_bias [Hv] then a [Hv].
+struct GdnShape {
+  int64_t d = 0, n_k_heads = 0, n_v_heads = 0, tokens = 0;
+  int64_t conv_stride = 0, gate_stride = 0, o_stride = 0;
+};
+void record_gdn_step(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
+                     BufferRange beta, BufferRange params, BufferRange state, BufferRange o);
+
 }  // namespace clover::vulkan

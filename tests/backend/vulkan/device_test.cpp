@@ -12,6 +12,35 @@ namespace {
 
 using DeviceTest = VulkanTest;
 
+// Runs everywhere (no device needed): a machine without libvulkan gets a message, not a crash,
+// and the CPU path is unaffected.
+TEST(VulkanLoader, MissingLoaderIsAClearError) {
+  setenv("CLOVER_VULKAN_LIBRARY", "/nonexistent/libvulkan.so.1", 1);
+  std::string error;
+  std::unique_ptr<Instance> inst = Instance::create({}, error);
+  unsetenv("CLOVER_VULKAN_LIBRARY");
+  EXPECT_EQ(inst, nullptr);
+  EXPECT_NE(error.find("no Vulkan driver"), std::string::npos) << error;
+  EXPECT_NE(error.find("/nonexistent/libvulkan.so.1"), std::string::npos) << error;
+}
+
+// A loader without any driver: either no instance ("no Vulkan driver") or one without devices.
+TEST(VulkanLoader, NoDriverIsAClearErrorOrNoDevices) {
+  setenv("VK_ICD_FILENAMES", "/nonexistent/icd.json", 1);
+  setenv("VK_DRIVER_FILES", "/nonexistent/icd.json", 1);
+  std::string error;
+  std::unique_ptr<Instance> inst = Instance::create({}, error);
+  unsetenv("VK_ICD_FILENAMES");
+  unsetenv("VK_DRIVER_FILES");
+  if (!inst) {
+    EXPECT_NE(error.find("no Vulkan driver"), std::string::npos) << error;
+  } else {
+    EXPECT_TRUE(inst->devices().empty());
+    EXPECT_EQ(inst->default_device(), -1);
+    EXPECT_THROW(inst->resolve("vulkan"), VulkanError);
+  }
+}
+
 TEST_F(DeviceTest, EnumeratesTheDeviceWithItsLimits) {
   const DeviceInfo& d = dev().info();
   EXPECT_FALSE(d.name.empty());

@@ -1,11 +1,12 @@
-// moe_router.comp against the routing of model/moe.cpp (written out below as the reference,
-// since the CPU does it inline), and argmax.comp against the greedy rule (ties to the lowest id).
+// moe_router.comp against the routing of model/moe.cpp (written out in moe_ref.h, since the CPU
+// does it inline), and argmax.comp against the greedy rule (ties to the lowest id).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "backend/vulkan/ops.h"
+#include "backend/vulkan/moe_ref.h"
 #include "backend/vulkan/vk_test_util.h"
 #include "kernels/vecmath.h"
 
@@ -13,33 +14,6 @@ namespace clover::vulkan::test {
 namespace {
 
 using RoutingTest = VulkanTest;
-
-// The CPU routing of one token, step for step as Forward::moe_layer does it.
-void route_ref(const float* logits, int ne, int k, int32_t* ids, float* w, float* margin) {
-  std::vector<float> p(logits, logits + ne);
-  const float mx = *std::max_element(p.begin(), p.end());
-  const float inv_sum = static_cast<float>(1.0 / kernels::softmax_exp_row(p.data(), p.data(), ne, mx));
-  for (float& v : p) v *= inv_sum;
-  for (int j = 0; j < k; ++j) ids[j] = -1;
-  for (int e = 0; e < ne; ++e) {
-    int pos = k;
-    while (pos > 0 && (ids[pos - 1] < 0 || p[e] > p[ids[pos - 1]])) --pos;
-    if (pos < k) {
-      for (int j = k - 1; j > pos; --j) ids[j] = ids[j - 1];
-      ids[pos] = e;
-    }
-  }
-  double wsum_d = 0.0;
-  for (int j = 0; j < k; ++j) wsum_d += p[ids[j]];
-  const float wsum = std::max(static_cast<float>(wsum_d), 6.103515625e-5f);
-  for (int j = 0; j < k; ++j) w[j] = p[ids[j]] / wsum;
-  // The smallest gap between neighbours in the order: below an ulp or two, the device's exp may
-  // order them the other way (an exact tie in the CPU's numbers has gap 0).
-  std::vector<float> sorted = p;
-  std::sort(sorted.begin(), sorted.end(), std::greater<>());
-  *margin = sorted[k - 1] - sorted[k];
-  for (int j = 0; j + 1 < k; ++j) *margin = std::min(*margin, sorted[j] - sorted[j + 1]);
-}
 
 void check_router(Device& dev, int64_t tokens, int ne, int k, std::vector<float> logits, bool expect_ties) {
   Buffer lb = to_device(dev, logits);
