@@ -171,18 +171,18 @@ Buffer Device::create_buffer(uint64_t bytes, MemoryPurpose purpose, Residency re
   return b;
 }
 
-void Device::copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t bytes) {
+void Device::run_transfer(const std::function<void(VkCommandBuffer)>& record) {
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   vk_check(fn_.vkBeginCommandBuffer(transfer_cb_, &bi), "vkBeginCommandBuffer");
-  // Earlier shader writes and host writes become visible to the copy, and the copy to what follows.
+  // Earlier shader and host writes become visible to the transfer, and the transfer's writes to
+  // the host and to later shaders.
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   fn_.vkCmdPipelineBarrier(transfer_cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                            VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
-  VkBufferCopy region{src_off, dst_off, bytes};
-  fn_.vkCmdCopyBuffer(transfer_cb_, src, dst, 1, &region);
+  record(transfer_cb_);
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
   fn_.vkCmdPipelineBarrier(transfer_cb_, VK_PIPELINE_STAGE_TRANSFER_BIT,
@@ -191,54 +191,60 @@ void Device::copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off
   wait(submit(transfer_cb_));
 }
 
+void Device::copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t bytes) {
+  run_transfer([&](VkCommandBuffer cb) {
+    VkBufferCopy region{src_off, dst_off, bytes};
+    fn_.vkCmdCopyBuffer(cb, src, dst, 1, &region);
+  });
+}
+
+const Buffer& Device::staging() {
+  if (!staging_) staging_ = create_buffer(kStagingBytes, MemoryPurpose::Staging, Residency::Host);
+  return staging_;
+}
+
+namespace {
+void check_copy(const char* what, const Buffer& b, uint64_t offset, uint64_t bytes) {
+  if (offset % 4 || bytes % 4 || offset + bytes > b.size())
+    throw VulkanError(fmt::format("{} of {} bytes at {} in a buffer of {} (offsets and sizes must be multiples of 4)", what,
+                                  bytes, offset, b.size()));
+}
+}  // namespace
+
 void Device::upload(const Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
-  if (offset % 4 || bytes % 4 || offset + bytes > dst.size())
-    throw VulkanError(fmt::format("upload of {} bytes at {} into a buffer of {} (offsets and sizes must be multiples of 4)",
-                                  bytes, offset, dst.size()));
+  check_copy("upload", dst, offset, bytes);
   if (dst.residency() == Residency::Host) {
     std::memcpy(static_cast<uint8_t*>(dst.mapped()) + offset, src, bytes);
     return;
   }
-  if (!staging_) staging_ = create_buffer(kStagingBytes, MemoryPurpose::Staging, Residency::Host);
+  const Buffer& st = staging();
   const auto* s = static_cast<const uint8_t*>(src);
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t n = std::min(kStagingBytes, bytes - done);
-    std::memcpy(staging_.mapped(), s + done, n);
-    copy(staging_.handle(), 0, dst.handle(), offset + done, n);
+    std::memcpy(st.mapped(), s + done, n);
+    copy(st.handle(), 0, dst.handle(), offset + done, n);
     done += n;
   }
 }
 
 void Device::download(const Buffer& src, uint64_t offset, void* dst, uint64_t bytes) {
-  if (offset % 4 || bytes % 4 || offset + bytes > src.size())
-    throw VulkanError(fmt::format("download of {} bytes at {} from a buffer of {} (offsets and sizes must be multiples of 4)",
-                                  bytes, offset, src.size()));
+  check_copy("download", src, offset, bytes);
   if (src.residency() == Residency::Host) {
     std::memcpy(dst, static_cast<const uint8_t*>(src.mapped()) + offset, bytes);
     return;
   }
-  if (!staging_) staging_ = create_buffer(kStagingBytes, MemoryPurpose::Staging, Residency::Host);
+  const Buffer& st = staging();
   auto* d = static_cast<uint8_t*>(dst);
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t n = std::min(kStagingBytes, bytes - done);
-    copy(src.handle(), offset + done, staging_.handle(), 0, n);
-    std::memcpy(d + done, staging_.mapped(), n);
+    copy(src.handle(), offset + done, st.handle(), 0, n);
+    std::memcpy(d + done, st.mapped(), n);
     done += n;
   }
 }
 
 void Device::fill_zero(const Buffer& dst) {
-  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  vk_check(fn_.vkBeginCommandBuffer(transfer_cb_, &bi), "vkBeginCommandBuffer");
-  fn_.vkCmdFillBuffer(transfer_cb_, dst.handle(), 0, VK_WHOLE_SIZE, 0);
-  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  fn_.vkCmdPipelineBarrier(transfer_cb_, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                           VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
-  vk_check(fn_.vkEndCommandBuffer(transfer_cb_), "vkEndCommandBuffer");
-  wait(submit(transfer_cb_));
+  run_transfer([&](VkCommandBuffer cb) { fn_.vkCmdFillBuffer(cb, dst.handle(), 0, VK_WHOLE_SIZE, 0); });
 }
 
 uint64_t Device::submit(VkCommandBuffer cb) {

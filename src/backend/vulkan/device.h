@@ -3,6 +3,7 @@
 // (each submit signals the next value; waiting for a value waits for that submit and all before).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -101,7 +102,10 @@ class Device {
  private:
   friend class Buffer;
   uint32_t memory_type(uint32_t type_bits, Residency residency, bool& device_local) const;
+  // Records `record` between the barriers a one-off transfer needs, submits it and waits.
+  void run_transfer(const std::function<void(VkCommandBuffer)>& record);
   void copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t bytes);
+  const Buffer& staging();  // created on first use
 
   const Instance& instance_;
   DeviceInfo info_;

@@ -58,7 +58,7 @@ void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w,
                                   dtype_name(w.type), w.cols, w.cols));
   if (w.rows < 1 || w.rows > detail::kMaxGroups) throw VulkanError(fmt::format("matmul_experts: {} rows per expert", w.rows));
   const Pipeline& p = dev.pipelines().get(detail::matmul_shader(w.type, true), 5, sizeof(MatmulPush));
-  const uint64_t align = std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
+  const uint64_t align = detail::weight_alignment(dev);
   const uint64_t limit = dev.binding_limit();
   if (w.expert_stride + align > limit)
     throw VulkanError(fmt::format("matmul_experts: one expert's matrix ({} bytes) exceeds the binding limit ({})",
@@ -69,15 +69,12 @@ void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w,
   const BufferRange scales = quant ? whole(q8->scales) : x;
   for (int64_t e0 = 0; e0 < w.n_expert; e0 += chunk) {
     const int64_t ne = std::min(chunk, w.n_expert - e0);
-    const uint64_t start = w.offset + static_cast<uint64_t>(e0) * w.expert_stride;
-    const uint64_t aligned = start / align * align;
-    const uint64_t bytes = std::min<uint64_t>(start - aligned + ne * w.expert_stride, w.buffer->size() - aligned);
-    const MatmulPush push{u32(w.rows, "rows"), u32(w.cols, "cols"), 0, u32(start - aligned, "w_base"),
-                          u32(w.row_stride, "w_stride"), u32(x_stride, "x_stride"), u32(y_stride, "y_stride"), 0,
-                          u32(e0, "e0"), u32(w.n_expert, "n_expert"), u32(w.expert_stride, "expert_stride"),
-                          gather ? 1u : 0u};
-    cl.dispatch(p, {BufferRange{w.buffer, aligned, bytes}, act, scales, y, groups_in}, push,
-                static_cast<uint32_t>(w.rows), static_cast<uint32_t>(ne));
+    const detail::WeightChunk c = detail::weight_chunk(dev, *w.buffer, w.offset + static_cast<uint64_t>(e0) * w.expert_stride,
+                                                       ne * w.expert_stride);
+    const MatmulPush push{u32(w.rows, "rows"), u32(w.cols, "cols"), 0, c.lead, u32(w.row_stride, "w_stride"),
+                          u32(x_stride, "x_stride"), u32(y_stride, "y_stride"), 0, u32(e0, "e0"),
+                          u32(w.n_expert, "n_expert"), u32(w.expert_stride, "expert_stride"), gather ? 1u : 0u};
+    cl.dispatch(p, {c.range, act, scales, y, groups_in}, push, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(ne));
   }
 }
 

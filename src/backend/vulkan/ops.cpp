@@ -124,7 +124,7 @@ void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRa
   if (!quant && x_stride < w.cols) throw VulkanError("matmul: activation stride shorter than a row");
   if (n_act < 1 || w.rows < 1) throw VulkanError("matmul: empty product");
   const Pipeline& p = dev.pipelines().get(detail::matmul_shader(w.type, false), 4, sizeof(MatmulPush));
-  const uint64_t align = std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
+  const uint64_t align = detail::weight_alignment(dev);
   // Rows per chunk: the chunk (plus up to `align` bytes of lead-in) must fit one binding.
   const uint64_t limit = dev.binding_limit();
   if (w.row_stride + align > limit) throw VulkanError("matmul: one weight row exceeds the binding limit");
@@ -133,15 +133,12 @@ void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRa
   const BufferRange scales = quant ? whole(q8->scales) : x;
   for (int64_t o0 = 0; o0 < w.rows; o0 += chunk) {
     const int64_t rows = std::min(chunk, w.rows - o0);
-    const uint64_t start = w.offset + static_cast<uint64_t>(o0) * w.row_stride;
-    const uint64_t aligned = start / align * align;
-    const uint64_t bytes = std::min<uint64_t>(((start - aligned + rows * w.row_stride) + 3) & ~uint64_t{3},
-                                              w.buffer->size() - aligned);
-    const MatmulPush push{u32(rows, "rows"),        u32(w.cols, "cols"),         u32(n_act, "n_act"),
-                          u32(start - aligned, "w_base"), u32(w.row_stride, "w_stride"), u32(x_stride, "x_stride"),
+    const detail::WeightChunk c =
+        detail::weight_chunk(dev, *w.buffer, w.offset + static_cast<uint64_t>(o0) * w.row_stride, rows * w.row_stride);
+    const MatmulPush push{u32(rows, "rows"),        u32(w.cols, "cols"),     u32(n_act, "n_act"),
+                          c.lead,                   u32(w.row_stride, "w_stride"), u32(x_stride, "x_stride"),
                           u32(y_stride, "y_stride"), u32(o0, "o0"), 0, 0, 0, 0};
-    cl.dispatch(p, {BufferRange{w.buffer, aligned, bytes}, act, scales, y}, push, static_cast<uint32_t>(rows),
-                groups(n_act, 8, "matmul"));
+    cl.dispatch(p, {c.range, act, scales, y}, push, static_cast<uint32_t>(rows), groups(n_act, 8, "matmul"));
   }
 }
 

@@ -2,9 +2,11 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 
-#include "backend/vulkan/instance.h"
+#include "backend/vulkan/device.h"
 #include "kernels/dtype.h"
 
 namespace clover::vulkan::detail {
@@ -21,6 +23,11 @@ inline uint32_t groups(int64_t items, int64_t per_group, const char* op) {
   const int64_t g = (items + per_group - 1) / per_group;
   if (g < 1 || g > kMaxGroups) throw VulkanError(fmt::format("{}: {} workgroups (1..{} allowed)", op, g, kMaxGroups));
   return static_cast<uint32_t>(g);
+}
+
+// Binding offsets are multiples of this (and of a word).
+inline uint64_t weight_alignment(const Device& dev) {
+  return std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
 }
 
 // The matmul shader of a weight type, dense or over expert groups.
@@ -41,5 +48,19 @@ struct MatmulPush {
   uint32_t rows, cols, n_act, w_base, w_stride, x_stride, y_stride, o0;
   uint32_t e0, n_expert, expert_stride, gather;
 };
+
+// A range of weights bound for one dispatch: the binding starts at the device's offset alignment
+// at or below `start`; the shader skips `lead` bytes to reach it. `bytes` from `start`, clipped
+// to the buffer, rounded up to a word.
+struct WeightChunk {
+  BufferRange range;
+  uint32_t lead = 0;
+};
+inline WeightChunk weight_chunk(const Device& dev, const Buffer& buf, uint64_t start, uint64_t bytes) {
+  const uint64_t align = weight_alignment(dev);
+  const uint64_t aligned = start / align * align;
+  const uint64_t span = std::min<uint64_t>((start - aligned + bytes + 3) & ~uint64_t{3}, buf.size() - aligned);
+  return {BufferRange{&buf, aligned, span}, static_cast<uint32_t>(start - aligned)};
+}
 
 }  // namespace clover::vulkan::detail

@@ -14,21 +14,6 @@ namespace {
 
 using MatmulTest = VulkanTest;
 
-struct HostMatrix {
-  std::vector<uint8_t> bytes;
-  kernels::MatRef ref;
-};
-
-HostMatrix random_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
-  HostMatrix m;
-  const size_t row_bytes = dtype_row_bytes(t, cols);
-  m.bytes.resize(row_bytes * rows);
-  const std::vector<float> v = random_floats(static_cast<size_t>(rows * cols), seed);
-  for (int64_t r = 0; r < rows; ++r) kernels::quantize_row(t, v.data() + r * cols, m.bytes.data() + r * row_bytes, cols);
-  m.ref = {t, m.bytes.data(), rows, cols, row_bytes};
-  return m;
-}
-
 struct Case {
   int64_t rows, cols, n_act;
 };

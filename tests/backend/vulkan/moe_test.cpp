@@ -18,21 +18,6 @@ namespace {
 
 using MoeTest = VulkanTest;
 
-struct HostMat {
-  std::vector<uint8_t> bytes;
-  kernels::MatRef ref;
-};
-
-HostMat random_mat(DType t, int64_t rows, int64_t cols, uint32_t seed, float scale = 0.3f) {
-  HostMat m;
-  const size_t rb = dtype_row_bytes(t, cols);
-  m.bytes.resize(rb * rows);
-  const std::vector<float> v = random_floats(static_cast<size_t>(rows * cols), seed, -scale, scale);
-  for (int64_t r = 0; r < rows; ++r) kernels::quantize_row(t, v.data() + r * cols, m.bytes.data() + r * rb, cols);
-  m.ref = {t, m.bytes.data(), rows, cols, rb};
-  return m;
-}
-
 // y [n][w.rows] = W . x rows (n rows of w.cols floats), through the CPU twin.
 std::vector<float> cpu_linear(const kernels::MatRef& w, const float* x, int64_t n) {
   kernels::ActRows a;
@@ -47,8 +32,8 @@ struct MoeShape {
 };
 
 struct MoeWeightsHost {
-  HostMat router, gate_inp, sh_gate, sh_up, sh_down;
-  std::vector<HostMat> gate, up, down;
+  HostMatrix router, gate_inp, sh_gate, sh_up, sh_down;
+  std::vector<HostMatrix> gate, up, down;
 };
 
 // The CPU layer, as Forward::moe_layer computes it (numbers through the scalar twins).
@@ -100,13 +85,13 @@ std::vector<float> gpu_moe(Device& dev, const MoeShape& s, const MoeWeightsHost&
   const DType wt = W.gate[0].ref.type;
   const bool quant = wt == DType::Q8_0 || wt == DType::Q4_0;
   const int n_rows = s.T * s.k;
-  auto upload = [&](const HostMat& m, Buffer& b) {
+  auto upload = [&](const HostMatrix& m, Buffer& b) {
     b = dev.create_buffer(device_matrix_bytes(m.ref), MemoryPurpose::Weights);
     return upload_matrix(dev, m.ref, b, 0);
   };
-  auto upload_all = [&](const std::vector<HostMat>& ms, Buffer& b) {
+  auto upload_all = [&](const std::vector<HostMatrix>& ms, Buffer& b) {
     std::vector<kernels::MatRef> refs;
-    for (const HostMat& m : ms) refs.push_back(m.ref);
+    for (const HostMatrix& m : ms) refs.push_back(m.ref);
     b = dev.create_buffer(device_experts_bytes(refs[0], s.NE), MemoryPurpose::Weights);
     return upload_experts(dev, refs.data(), s.NE, b, 0);
   };
@@ -157,15 +142,15 @@ void check_moe(Device& dev, DType wt, double tolerance) {
   const MoeShape s{64, 16, 4, 32, 64, 7};
   uint32_t seed = 300;
   MoeWeightsHost W;
-  W.router = random_mat(DType::F32, s.NE, s.E, seed++, 1.0f);
-  W.gate_inp = random_mat(DType::F32, 1, s.E, seed++);
-  W.sh_gate = random_mat(wt, s.ff_sh, s.E, seed++);
-  W.sh_up = random_mat(wt, s.ff_sh, s.E, seed++);
-  W.sh_down = random_mat(wt, s.E, s.ff_sh, seed++);
+  W.router = random_matrix(DType::F32, s.NE, s.E, seed++, 1.0f);
+  W.gate_inp = random_matrix(DType::F32, 1, s.E, seed++, 0.3f);
+  W.sh_gate = random_matrix(wt, s.ff_sh, s.E, seed++, 0.3f);
+  W.sh_up = random_matrix(wt, s.ff_sh, s.E, seed++, 0.3f);
+  W.sh_down = random_matrix(wt, s.E, s.ff_sh, seed++, 0.3f);
   for (int e = 0; e < s.NE; ++e) {
-    W.gate.push_back(random_mat(wt, s.ff, s.E, seed++));
-    W.up.push_back(random_mat(wt, s.ff, s.E, seed++));
-    W.down.push_back(random_mat(wt, s.E, s.ff, seed++));
+    W.gate.push_back(random_matrix(wt, s.ff, s.E, seed++, 0.3f));
+    W.up.push_back(random_matrix(wt, s.ff, s.E, seed++, 0.3f));
+    W.down.push_back(random_matrix(wt, s.E, s.ff, seed++, 0.3f));
   }
   const std::vector<float> h = random_floats(static_cast<size_t>(s.T) * s.E, seed++, -1.5f, 1.5f);
   std::vector<int32_t> ids, groups;

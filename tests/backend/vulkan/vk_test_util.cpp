@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "kernels/convert.h"
+
 namespace clover::vulkan::test {
 
 void VulkanTest::SetUp() {
@@ -31,6 +33,16 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float lo, float hi) {
   std::vector<float> v(n);
   for (auto& x : v) x = u(rng);
   return v;
+}
+
+HostMatrix random_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed, float scale) {
+  HostMatrix m;
+  const size_t row_bytes = dtype_row_bytes(t, cols);
+  m.bytes.resize(row_bytes * rows);
+  const std::vector<float> v = random_floats(static_cast<size_t>(rows * cols), seed, -scale, scale);
+  for (int64_t r = 0; r < rows; ++r) kernels::quantize_row(t, v.data() + r * cols, m.bytes.data() + r * row_bytes, cols);
+  m.ref = {t, m.bytes.data(), rows, cols, row_bytes};
+  return m;
 }
 
 double nmse(const float* a, const float* ref, size_t n) {

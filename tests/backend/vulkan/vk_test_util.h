@@ -12,6 +12,7 @@
 #include "backend/vulkan/commands.h"
 #include "backend/vulkan/device.h"
 #include "backend/vulkan/instance.h"
+#include "kernels/matmul.h"
 
 namespace clover::vulkan::test {
 
@@ -31,6 +32,13 @@ class VulkanTest : public ::testing::Test {
 };
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+
+// A weight matrix of random values in [-scale, scale], stored as `t` (quantised as files are).
+struct HostMatrix {
+  std::vector<uint8_t> bytes;
+  kernels::MatRef ref;
+};
+HostMatrix random_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed, float scale = 1.0f);
 
 // sum (a - b)^2 / sum b^2 (0 when both are zero).
 double nmse(const float* a, const float* ref, size_t n);
