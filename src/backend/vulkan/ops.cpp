@@ -72,8 +72,13 @@ DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& 
   d.row_stride = dtype_row_bytes(d.type, m.cols);
   if (m.cols % dtype_block_size(m.type))
     throw VulkanError(fmt::format("upload: {} columns are not whole {} blocks", m.cols, dtype_name(m.type)));
-  // Rows packed back to back; a chunk of rows at a time, converted where needed.
-  const int64_t rows_per_chunk = std::max<int64_t>(1, (4 << 20) / static_cast<int64_t>(d.row_stride));
+  if (offset % 4) throw VulkanError(fmt::format("upload: matrix offset {} is not a multiple of 4", offset));
+  if (offset + device_matrix_bytes(m) > dst.size())
+    throw VulkanError(fmt::format("upload: a {} x {} {} matrix at {} does not fit a buffer of {} bytes", m.rows, m.cols,
+                                  dtype_name(m.type), offset, dst.size()));
+  // Rows packed back to back; a chunk of rows at a time, converted where needed. Chunks hold a
+  // multiple of 4 rows, so every chunk but the last starts and ends on a word.
+  const int64_t rows_per_chunk = std::max<int64_t>(4, (4 << 20) / static_cast<int64_t>(d.row_stride) / 4 * 4);
   std::vector<uint8_t> buf;
   for (int64_t r0 = 0; r0 < m.rows; r0 += rows_per_chunk) {
     const int64_t n = std::min(rows_per_chunk, m.rows - r0);
@@ -86,11 +91,10 @@ DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& 
       else
         std::copy(src, src + d.row_stride, out);
     }
+    // Copies move whole words: the last chunk may end inside a word and then writes the zero
+    // padding after the matrix (up to 3 bytes; the buffer must have them: sizes round up to 4).
     const uint64_t at = offset + static_cast<uint64_t>(r0) * d.row_stride;
     const uint64_t bytes = static_cast<uint64_t>(n) * d.row_stride;
-    // Copies move whole words: the last partial word takes the (zero) padding after the data.
-    const uint64_t head = at % 4;
-    if (head) throw VulkanError("upload: matrix offset must be a multiple of 4");
     dev.upload(dst, at, buf.data(), (bytes + 3) & ~uint64_t{3});
   }
   return d;
