@@ -63,12 +63,16 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
 #else
     const float wv = f16_to_f32(U16_AT(w, row_off + 2u * i));
 #endif
-    for (uint r = 0; r < nr; ++r) {
-      float xv = uintBitsToFloat(x[act[r] * p.x_stride + i]);
+    // Constant trip counts, so the compiler unrolls and keeps acc[] in registers (a loop to nr
+    // indexes the array dynamically, which LLVM-based drivers spill to memory).
+    for (uint r = 0; r < TILE; ++r) {
+      if (r < nr) {
+        float xv = uintBitsToFloat(x[act[r] * p.x_stride + i]);
 #if defined(WTYPE_F16)
-      xv = round_f16(xv);
+        xv = round_f16(xv);
 #endif
-      acc[r] += wv * xv;
+        acc[r] += wv * xv;
+      }
     }
   }
 #else
@@ -90,7 +94,8 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
       q[j + 16u] = int(byte >> 4) - 8;   // high nibbles: values 16..31
     }
 #endif
-    for (uint r = 0; r < nr; ++r) {
+    for (uint r = 0; r < TILE; ++r) {
+      if (r >= nr) break;
       const uint xb = (act[r] * nb + b) * 8u;
       int s = 0;
       for (uint k = 0; k < 8u; ++k) {
