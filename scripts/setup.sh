@@ -10,6 +10,9 @@ DEBIAN_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-numpy python3-torch libopenblas0-pthread python3-jinja2 python3-matplotlib
   clang libclang-rt-14-dev
+  # Vulkan backend: headers and glslc to build; the loader, lavapipe (Mesa's CPU Vulkan driver) and
+  # the Khronos validation layer so the op tests run in CI without a GPU; spirv-tools to inspect shaders.
+  libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers spirv-tools
 )
 # Node.js and npm run the test tooling (llama.cpp oracle, openai client); any install will do, the
 # Debian packages only when none is on the PATH.

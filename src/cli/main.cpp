@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add(clover::cli::add_parse_command(app));
   add(clover::cli::add_serve_command(app));
   add(clover::cli::add_bench_command(app));
+  add(clover::cli::add_devices_command(app));
 
   // llama.cpp spells some options with one dash and several letters, which CLI11 cannot declare:
   // accept them under their long names.
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     if (a == "-np") a = "--parallel";
     else if (a == "-ctk") a = "--cache-type-k";
     else if (a == "-ctv") a = "--cache-type-v";
+    else if (a == "--list-devices") a = "devices";  // llama.cpp's spelling
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
   try {
     app.parse(args);

@@ -1,0 +1,121 @@
+#include "backend/vulkan/commands.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+namespace clover::vulkan {
+
+namespace {
+constexpr uint32_t kMaxBuffersPerDispatch = 8;
+}
+
+CommandList::CommandList(Device& dev, uint32_t max_dispatches) : dev_(dev), max_sets_(max_dispatches) {
+  const DeviceFns& f = dev_.fn();
+  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  cai.commandPool = dev_.command_pool();
+  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cai.commandBufferCount = 1;
+  vk_check(f.vkAllocateCommandBuffers(dev_.handle(), &cai, &cb_), "vkAllocateCommandBuffers");
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max_dispatches * kMaxBuffersPerDispatch};
+  VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dp.maxSets = max_dispatches;
+  dp.poolSizeCount = 1;
+  dp.pPoolSizes = &size;
+  vk_check(f.vkCreateDescriptorPool(dev_.handle(), &dp, nullptr, &pool_), "vkCreateDescriptorPool");
+}
+
+CommandList::~CommandList() {
+  const DeviceFns& f = dev_.fn();
+  if (last_submit_) dev_.wait(last_submit_);
+  f.vkDestroyDescriptorPool(dev_.handle(), pool_, nullptr);
+  f.vkFreeCommandBuffers(dev_.handle(), dev_.command_pool(), 1, &cb_);
+}
+
+void CommandList::begin() {
+  const DeviceFns& f = dev_.fn();
+  if (last_submit_) dev_.wait(last_submit_);
+  vk_check(f.vkResetDescriptorPool(dev_.handle(), pool_, 0), "vkResetDescriptorPool");
+  n_sets_ = 0;
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  vk_check(f.vkBeginCommandBuffer(cb_, &bi), "vkBeginCommandBuffer");
+  recording_ = true;
+  recorded_ = false;
+}
+
+void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange> buffers, const void* push,
+                           uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+  if (!recording_) throw VulkanError(fmt::format("dispatch of {} outside begin()/end()", p.name));
+  if (buffers.size() != p.n_buffers)
+    throw VulkanError(fmt::format("dispatch of {}: {} buffers given, the shader binds {}", p.name, buffers.size(), p.n_buffers));
+  if (push_bytes != p.push_bytes)
+    throw VulkanError(fmt::format("dispatch of {}: {} push bytes given, the shader takes {}", p.name, push_bytes, p.push_bytes));
+  if (n_sets_ == max_sets_) throw VulkanError(fmt::format("command list full ({} dispatches)", max_sets_));
+  if (gx == 0 || gy == 0 || gz == 0) throw VulkanError(fmt::format("dispatch of {} with an empty grid", p.name));
+  const DeviceFns& f = dev_.fn();
+  const uint64_t align = dev_.info().min_storage_offset_alignment;
+
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = pool_;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &p.set_layout;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  vk_check(f.vkAllocateDescriptorSets(dev_.handle(), &ai, &set), "vkAllocateDescriptorSets");
+  ++n_sets_;
+
+  std::vector<VkDescriptorBufferInfo> infos;
+  infos.reserve(buffers.size());
+  for (const BufferRange& r : buffers) {
+    if (!r.buffer || !*r.buffer) throw VulkanError(fmt::format("dispatch of {}: a binding has no buffer", p.name));
+    const uint64_t bytes = r.bytes ? r.bytes : r.buffer->size() - r.offset;
+    if (r.offset + bytes > r.buffer->size() || bytes == 0)
+      throw VulkanError(fmt::format("dispatch of {}: binding [{}, +{}) outside a buffer of {} bytes", p.name, r.offset,
+                                    bytes, r.buffer->size()));
+    if (bytes > dev_.binding_limit())
+      throw VulkanError(fmt::format("dispatch of {}: a binding of {} bytes exceeds the device's storage-buffer range ({})",
+                                    p.name, bytes, dev_.binding_limit()));
+    if (align && r.offset % align)
+      throw VulkanError(fmt::format("dispatch of {}: binding offset {} is not a multiple of {}", p.name, r.offset, align));
+    infos.push_back({r.buffer->handle(), r.offset, bytes});
+  }
+  std::vector<VkWriteDescriptorSet> writes(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) {
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  f.vkUpdateDescriptorSets(dev_.handle(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+
+  f.vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  f.vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  if (push_bytes) f.vkCmdPushConstants(cb_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+  f.vkCmdDispatch(cb_, gx, gy, gz);
+
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_HOST_READ_BIT;
+  f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                         0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+void CommandList::end() {
+  if (!recording_) throw VulkanError("CommandList::end without begin");
+  vk_check(dev_.fn().vkEndCommandBuffer(cb_), "vkEndCommandBuffer");
+  recording_ = false;
+  recorded_ = true;
+}
+
+uint64_t CommandList::submit() {
+  if (!recorded_) throw VulkanError("CommandList::submit: nothing recorded (begin/dispatch/end first)");
+  // Without SIMULTANEOUS_USE a command buffer may not be pending twice.
+  if (last_submit_) dev_.wait(last_submit_);
+  last_submit_ = dev_.submit(cb_);
+  return last_submit_;
+}
+
+}  // namespace clover::vulkan

@@ -1,0 +1,51 @@
+// A command list: dispatches recorded once and submitted as often as needed (a pass of a given
+// shape records its list once; every later pass of that shape resubmits it, so the host cost of a
+// pass is one vkQueueSubmit, not one call per op). Each dispatch gets its own descriptor set,
+// allocated from the list's pool, so a recorded list keeps its bindings for its whole life.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+
+#include "backend/vulkan/device.h"
+#include "backend/vulkan/pipeline.h"
+
+namespace clover::vulkan {
+
+class CommandList {
+ public:
+  // max_dispatches: descriptor sets the list can hold between two begin() calls.
+  explicit CommandList(Device& dev, uint32_t max_dispatches = 512);
+  ~CommandList();
+  CommandList(const CommandList&) = delete;
+  CommandList& operator=(const CommandList&) = delete;
+
+  // Starts recording anew (waits for a submission still in flight, frees the old sets).
+  void begin();
+  // One dispatch of gx x gy x gz workgroups. The ranges bind to bindings 0..n-1 in order; each
+  // must fit the device's binding limit and start at a multiple of its offset alignment.
+  // Every dispatch is followed by a barrier: the next one sees what it wrote (ops are dependent).
+  void dispatch(const Pipeline& p, std::initializer_list<BufferRange> buffers, const void* push, uint32_t push_bytes,
+                uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
+  template <class Push>
+  void dispatch(const Pipeline& p, std::initializer_list<BufferRange> buffers, const Push& push, uint32_t gx,
+                uint32_t gy = 1, uint32_t gz = 1) {
+    dispatch(p, buffers, &push, sizeof(Push), gx, gy, gz);
+  }
+  void end();
+
+  // Submits the recorded list (waiting first if its previous submission is still running) and
+  // returns the timeline value; run() also waits for it.
+  uint64_t submit();
+  void run() { dev_.wait(submit()); }
+  uint32_t dispatches() const { return n_sets_; }
+
+ private:
+  Device& dev_;
+  VkCommandBuffer cb_ = VK_NULL_HANDLE;
+  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+  uint32_t max_sets_ = 0, n_sets_ = 0;
+  uint64_t last_submit_ = 0;
+  bool recording_ = false, recorded_ = false;
+};
+
+}  // namespace clover::vulkan

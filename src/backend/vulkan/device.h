@@ -1,0 +1,128 @@
+// A logical Vulkan device: one compute queue, buffers with their memory booked in a MemoryAccount,
+// upload/download through a staging buffer, and a timeline semaphore that orders submissions
+// (each submit signals the next value; waiting for a value waits for that submit and all before).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "backend/vulkan/instance.h"
+#include "backend/vulkan/memory.h"
+
+namespace clover::vulkan {
+
+class Device;
+
+// Where a buffer lives. Device: device-local memory, filled and read through the staging buffer
+// (even where device memory is host visible, as on lavapipe, so that path is always exercised).
+// Host: host-visible coherent memory, mapped for the buffer's life (small readbacks such as the
+// argmax result; uploads the host rewrites every pass).
+enum class Residency { Device, Host };
+
+// A storage buffer and its own memory allocation. Move-only; frees and unbooks on destruction.
+// Sizes are rounded up to 4 bytes, because the shaders read every buffer as 32-bit words.
+class Buffer {
+ public:
+  Buffer() = default;
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  VkBuffer handle() const { return buffer_; }
+  uint64_t size() const { return size_; }          // usable bytes (as asked, rounded up to 4)
+  uint64_t allocated() const { return allocated_; }  // bytes booked: the allocation's size
+  Residency residency() const { return residency_; }
+  // Host buffers only: the mapping.
+  void* mapped() const { return mapped_; }
+  explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
+
+ private:
+  friend class Device;
+  void release();
+  Device* dev_ = nullptr;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  uint64_t size_ = 0, allocated_ = 0;
+  MemoryPurpose purpose_ = MemoryPurpose::Scratch;
+  Residency residency_ = Residency::Device;
+  bool device_local_ = false;
+  void* mapped_ = nullptr;
+};
+
+// A range of a buffer bound to one shader binding.
+struct BufferRange {
+  const Buffer* buffer = nullptr;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;  // 0: to the end of the buffer
+};
+inline BufferRange whole(const Buffer& b) { return {&b, 0, 0}; }
+
+class PipelineCache;
+
+class Device {
+ public:
+  // Opens device `index` of the instance (see Instance::resolve). Throws VulkanError.
+  Device(const Instance& instance, int index);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  const DeviceFns& fn() const { return fn_; }
+  VkDevice handle() const { return device_; }
+  const Instance& instance() const { return instance_; }
+
+  Buffer create_buffer(uint64_t bytes, MemoryPurpose purpose, Residency residency = Residency::Device);
+  // Synchronous copies between host memory and a buffer (through the staging buffer for Device
+  // buffers). offset and bytes multiples of 4.
+  void upload(const Buffer& dst, uint64_t offset, const void* src, uint64_t bytes);
+  void download(const Buffer& src, uint64_t offset, void* dst, uint64_t bytes);
+  void fill_zero(const Buffer& dst);
+
+  const MemoryAccount& memory() const { return memory_; }
+
+  // The most bytes one binding may span: the device's maxStorageBufferRange, or less when a test
+  // lowers it to exercise the split paths (lavapipe's 128 MiB is too large to reach in a test).
+  uint64_t binding_limit() const { return binding_limit_; }
+  void set_binding_limit(uint64_t bytes);
+
+  // Submits a recorded command buffer; returns the timeline value its completion signals.
+  uint64_t submit(VkCommandBuffer cb);
+  // Waits until the timeline reaches `value` (throws VulkanError on device loss or a timeout of
+  // a minute, which on lavapipe means a runaway shader).
+  void wait(uint64_t value);
+  uint64_t completed() const;
+
+  VkCommandPool command_pool() const { return pool_; }
+  PipelineCache& pipelines() { return *pipelines_; }
+
+ private:
+  friend class Buffer;
+  uint32_t memory_type(uint32_t type_bits, Residency residency, bool& device_local) const;
+  // Records `record` between the barriers a one-off transfer needs, submits it and waits.
+  void run_transfer(const std::function<void(VkCommandBuffer)>& record);
+  void copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t bytes);
+  const Buffer& staging();  // created on first use
+
+  const Instance& instance_;
+  DeviceInfo info_;
+  DeviceFns fn_;
+  VkPhysicalDeviceMemoryProperties mem_props_{};
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer transfer_cb_ = VK_NULL_HANDLE;  // the one-off copies of upload/download
+  VkSemaphore timeline_ = VK_NULL_HANDLE;
+  uint64_t next_value_ = 0;
+  std::mutex submit_mutex_;
+  MemoryAccount memory_;
+  uint64_t binding_limit_ = 0;
+  Buffer staging_;
+  std::unique_ptr<PipelineCache> pipelines_;
+};
+
+}  // namespace clover::vulkan

@@ -1,0 +1,98 @@
+// Argument checks and recording of the MoE shaders (moe_ops.h).
+#include "backend/vulkan/moe_ops.h"
+
+#include <algorithm>
+
+#include "backend/vulkan/ops_internal.h"
+
+namespace clover::vulkan {
+
+using detail::groups;
+using detail::MatmulPush;
+using detail::u32;
+
+namespace {
+struct GroupPush {
+  uint32_t n_expert, k, tokens;
+};
+struct SwigluPush {
+  uint32_t n, rows, stride;
+};
+struct CombinePush {
+  uint32_t n, k, tokens, n_expert, gamma_stride, y_stride;
+};
+}  // namespace
+
+uint64_t device_experts_bytes(const kernels::MatRef& one, int64_t n_expert) {
+  return device_matrix_bytes(one) * static_cast<uint64_t>(n_expert);
+}
+
+DeviceExperts upload_experts(Device& dev, const kernels::MatRef* experts, int64_t n_expert, const Buffer& dst,
+                             uint64_t offset) {
+  if (n_expert < 1) throw VulkanError("upload_experts: no experts");
+  DeviceExperts d;
+  const uint64_t each = device_matrix_bytes(experts[0]);
+  if (each % 4) throw VulkanError("upload_experts: an expert's matrix is not a whole number of words");
+  for (int64_t e = 0; e < n_expert; ++e) {
+    if (experts[e].type != experts[0].type || experts[e].rows != experts[0].rows || experts[e].cols != experts[0].cols)
+      throw VulkanError(fmt::format("upload_experts: expert {} differs in type or shape from expert 0", e));
+    const DeviceMatrix m = upload_matrix(dev, experts[e], dst, offset + e * each);
+    if (e == 0) d = {m.type, &dst, offset, n_expert, m.rows, m.cols, m.row_stride, each};
+  }
+  return d;
+}
+
+void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tokens, int64_t n_expert, int64_t k,
+                      BufferRange groups_out) {
+  if (tokens < 1 || n_expert < 1 || k < 1) throw VulkanError("moe_group: empty routing");
+  const Pipeline& p = dev.pipelines().get("moe_group", 2, sizeof(GroupPush));
+  const GroupPush push{u32(n_expert, "n_expert"), u32(k, "k"), u32(tokens, "tokens")};
+  cl.dispatch(p, {ids, groups_out}, push, 1);
+}
+
+void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w, BufferRange x, int64_t x_stride,
+                           const Q8Activations* q8, BufferRange groups_in, bool gather, BufferRange y, int64_t y_stride) {
+  const bool quant = w.type == DType::Q8_0 || w.type == DType::Q4_0;
+  if (quant && (!q8 || q8->cols != w.cols))
+    throw VulkanError(fmt::format("matmul_experts: {} experts of {} columns need Q8_0 activations of {} columns",
+                                  dtype_name(w.type), w.cols, w.cols));
+  if (w.rows < 1 || w.rows > detail::kMaxGroups) throw VulkanError(fmt::format("matmul_experts: {} rows per expert", w.rows));
+  const Pipeline& p = dev.pipelines().get(detail::matmul_shader(w.type, true), 5, sizeof(MatmulPush));
+  const uint64_t align = detail::weight_alignment(dev);
+  const uint64_t limit = dev.binding_limit();
+  if (w.expert_stride + align > limit)
+    throw VulkanError(fmt::format("matmul_experts: one expert's matrix ({} bytes) exceeds the binding limit ({})",
+                                  w.expert_stride, limit));
+  // Experts per dispatch: as many whole matrices as fit one binding.
+  const int64_t chunk = std::min<int64_t>(detail::kMaxGroups, static_cast<int64_t>((limit - align) / w.expert_stride));
+  const BufferRange act = quant ? whole(q8->quants) : x;
+  const BufferRange scales = quant ? whole(q8->scales) : x;
+  for (int64_t e0 = 0; e0 < w.n_expert; e0 += chunk) {
+    const int64_t ne = std::min(chunk, w.n_expert - e0);
+    const detail::WeightChunk c = detail::weight_chunk(dev, *w.buffer, w.offset + static_cast<uint64_t>(e0) * w.expert_stride,
+                                                       ne * w.expert_stride);
+    const MatmulPush push{u32(w.rows, "rows"), u32(w.cols, "cols"), 0, c.lead, u32(w.row_stride, "w_stride"),
+                          u32(x_stride, "x_stride"), u32(y_stride, "y_stride"), 0, u32(e0, "e0"),
+                          u32(w.n_expert, "n_expert"), u32(w.expert_stride, "expert_stride"), gather ? 1u : 0u};
+    cl.dispatch(p, {c.range, act, scales, y, groups_in}, push, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(ne));
+  }
+}
+
+void record_swiglu(CommandList& cl, Device& dev, BufferRange g, BufferRange u, int64_t rows, int64_t n, int64_t stride) {
+  if (rows < 1 || n < 1 || stride < n) throw VulkanError("swiglu: bad shape");
+  const Pipeline& p = dev.pipelines().get("swiglu", 2, sizeof(SwigluPush));
+  const SwigluPush push{u32(n, "n"), u32(rows, "rows"), u32(stride, "stride")};
+  cl.dispatch(p, {g, u}, push, groups(rows * n, 64, "swiglu"));
+}
+
+void record_moe_combine(CommandList& cl, Device& dev, BufferRange down, BufferRange shared, BufferRange weights,
+                        BufferRange groups_in, BufferRange gamma, int64_t gamma_stride, int64_t tokens, int64_t n_expert,
+                        int64_t k, int64_t n, BufferRange y, int64_t y_stride) {
+  if (tokens < 1 || k < 1 || n < 1) throw VulkanError("moe_combine: empty shape");
+  const Pipeline& p = dev.pipelines().get("moe_combine", 6, sizeof(CombinePush));
+  const CombinePush push{u32(n, "n"), u32(k, "k"), u32(tokens, "tokens"), u32(n_expert, "n_expert"),
+                         u32(gamma_stride, "gamma_stride"), u32(y_stride, "y_stride")};
+  cl.dispatch(p, {down, shared, weights, groups_in, gamma, y}, push, groups(tokens * n, 64, "moe_combine"));
+}
+
+}  // namespace clover::vulkan

@@ -1,0 +1,47 @@
+// The MoE layer's ops on the device, after routing (ops.h: record_moe_router): group the routed
+// rows by expert, run each expert's products over its rows, swiglu, and combine. Nothing goes
+// back to the host inside a layer: the groups live in a device buffer the expert products read.
+#pragma once
+#include <cstdint>
+
+#include "backend/vulkan/ops.h"
+
+namespace clover::vulkan {
+
+// n_expert matrices of rows x cols (one expert tensor, e.g. ffn_gate_exps), expert e at byte
+// offset + e * expert_stride, its row o at + o * row_stride.
+struct DeviceExperts {
+  DType type = DType::F32;
+  const Buffer* buffer = nullptr;
+  uint64_t offset = 0;
+  int64_t n_expert = 0, rows = 0, cols = 0;
+  uint64_t row_stride = 0, expert_stride = 0;
+};
+// Uploads `n_expert` host matrices laid out back to back (each as upload_matrix; BF16 -> F32).
+DeviceExperts upload_experts(Device& dev, const kernels::MatRef* experts, int64_t n_expert, const Buffer& dst,
+                             uint64_t offset);
+uint64_t device_experts_bytes(const kernels::MatRef& one_expert, int64_t n_expert);
+
+// Ints of the groups buffer: count [n_expert] | first [n_expert] | token [tokens * k] | row_of [tokens * k].
+inline int64_t moe_group_ints(int64_t n_expert, int64_t tokens, int64_t k) { return 2 * n_expert + 2 * tokens * k; }
+
+// moe_group.comp (twin: the grouping in model/moe.cpp): ids [tokens][k] -> groups.
+void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tokens, int64_t n_expert, int64_t k,
+                      BufferRange groups);
+
+// matmul.comp with EXPERTS (twin: kernels::matmul_selected per expert): for every expert e and
+// each routed row r of e, y[r * y_stride + o] = W_e row o . activation row (gather ? token[r] : r).
+// x and q8 as for record_matmul (q8 for Q8_0/Q4_0 experts).
+void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w, BufferRange x, int64_t x_stride,
+                           const Q8Activations* q8, BufferRange groups, bool gather, BufferRange y, int64_t y_stride);
+
+// swiglu.comp (twin: kernels::swiglu_span_ref): g = silu(g) * u, rows of n, in place.
+void record_swiglu(CommandList& cl, Device& dev, BufferRange g, BufferRange u, int64_t rows, int64_t n, int64_t stride);
+
+// moe_combine.comp (twin: the last loop of model/moe.cpp): y [tokens][y_stride] from the routed
+// down rows [rows][n], the shared expert's [tokens][n], the router weights and gamma [tokens].
+void record_moe_combine(CommandList& cl, Device& dev, BufferRange down, BufferRange shared, BufferRange weights,
+                        BufferRange groups, BufferRange gamma, int64_t gamma_stride, int64_t tokens, int64_t n_expert,
+                        int64_t k, int64_t n, BufferRange y, int64_t y_stride);
+
+}  // namespace clover::vulkan

@@ -1,0 +1,222 @@
+// Argument checks and dispatch recording of every shader (ops.h).
+#include "backend/vulkan/ops.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/vulkan/ops_internal.h"
+#include "kernels/convert.h"
+
+namespace clover::vulkan {
+
+namespace {
+
+using detail::groups;
+using detail::kMaxGroups;
+using detail::MatmulPush;
+using detail::u32;
+
+struct QuantizePush {
+  uint32_t cols, n_rows, x_stride;
+};
+struct NormPush {
+  uint32_t n, heads, x_row, x_head, y_row, y_head;
+  float eps, post;
+  uint32_t mode;
+};
+struct RopePush {
+  uint32_t tokens, heads, n_rot, row_stride, head_stride;
+};
+struct ArgmaxPush {
+  uint32_t n, stride;
+};
+struct RouterPush {
+  uint32_t n_expert, k, stride;
+};
+struct AttentionPush {
+  uint32_t head_dim, n_head, group, q_row, q_head, o_row;
+  uint32_t k_stride, k_head_bytes, k_type, v_stride, v_head_bytes, v_type;
+  uint32_t n_past, n_tokens, causal;
+  float scale;
+};
+struct ConvPush {
+  uint32_t channels, kernel, tokens, x_stride, y_stride;
+};
+struct GdnPush {
+  uint32_t d, n_k_heads, n_v_heads, tokens, conv_stride, gate_stride, o_stride;
+  float scale;
+};
+
+uint32_t kv_type_id(DType t) {
+  if (t != DType::F32 && t != DType::F16 && t != DType::Q8_0)
+    throw VulkanError(fmt::format("attention: a {} KV cache is not supported (f32, f16, q8_0)", dtype_name(t)));
+  return static_cast<uint32_t>(t);
+}
+
+}  // namespace
+
+uint64_t device_matrix_bytes(const kernels::MatRef& m) {
+  const DType t = m.type == DType::BF16 ? DType::F32 : m.type;
+  return static_cast<uint64_t>(m.rows) * dtype_row_bytes(t, m.cols);
+}
+
+DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& dst, uint64_t offset) {
+  DeviceMatrix d;
+  d.type = m.type == DType::BF16 ? DType::F32 : m.type;
+  d.buffer = &dst;
+  d.offset = offset;
+  d.rows = m.rows;
+  d.cols = m.cols;
+  d.row_stride = dtype_row_bytes(d.type, m.cols);
+  if (m.cols % dtype_block_size(m.type))
+    throw VulkanError(fmt::format("upload: {} columns are not whole {} blocks", m.cols, dtype_name(m.type)));
+  if (offset % 4) throw VulkanError(fmt::format("upload: matrix offset {} is not a multiple of 4", offset));
+  if (offset + device_matrix_bytes(m) > dst.size())
+    throw VulkanError(fmt::format("upload: a {} x {} {} matrix at {} does not fit a buffer of {} bytes", m.rows, m.cols,
+                                  dtype_name(m.type), offset, dst.size()));
+  // Rows packed back to back; a chunk of rows at a time, converted where needed. Chunks hold a
+  // multiple of 4 rows, so every chunk but the last starts and ends on a word.
+  const int64_t rows_per_chunk = std::max<int64_t>(4, (4 << 20) / static_cast<int64_t>(d.row_stride) / 4 * 4);
+  std::vector<uint8_t> buf;
+  for (int64_t r0 = 0; r0 < m.rows; r0 += rows_per_chunk) {
+    const int64_t n = std::min(rows_per_chunk, m.rows - r0);
+    buf.assign(static_cast<size_t>(n) * d.row_stride + 4, 0);
+    for (int64_t r = 0; r < n; ++r) {
+      const auto* src = static_cast<const uint8_t*>(m.data) + static_cast<size_t>(r0 + r) * m.row_stride;
+      uint8_t* out = buf.data() + static_cast<size_t>(r) * d.row_stride;
+      if (m.type == DType::BF16)
+        kernels::dequantize_row(DType::BF16, src, reinterpret_cast<float*>(out), m.cols);
+      else
+        std::copy(src, src + d.row_stride, out);
+    }
+    // Copies move whole words: the last chunk may end inside a word and then writes the zero
+    // padding after the matrix (up to 3 bytes; the buffer must have them: sizes round up to 4).
+    const uint64_t at = offset + static_cast<uint64_t>(r0) * d.row_stride;
+    const uint64_t bytes = static_cast<uint64_t>(n) * d.row_stride;
+    dev.upload(dst, at, buf.data(), (bytes + 3) & ~uint64_t{3});
+  }
+  return d;
+}
+
+Q8Activations make_q8_activations(Device& dev, int64_t rows, int64_t cols) {
+  if (cols % 32) throw VulkanError(fmt::format("Q8_0 activations: {} columns are not whole blocks of 32", cols));
+  Q8Activations a;
+  a.rows = rows;
+  a.cols = cols;
+  a.quants = dev.create_buffer(static_cast<uint64_t>(rows) * cols, MemoryPurpose::Scratch);
+  a.scales = dev.create_buffer(static_cast<uint64_t>(rows) * (cols / 32) * 4, MemoryPurpose::Scratch);
+  return a;
+}
+
+void record_quantize_q8_0(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t cols, int64_t x_stride,
+                          const Q8Activations& a) {
+  if (cols % 32 || cols != a.cols || rows > a.rows)
+    throw VulkanError(fmt::format("quantize_q8_0: {} x {} rows into Q8_0 scratch of {} x {}", rows, cols, a.rows, a.cols));
+  const Pipeline& p = dev.pipelines().get("quantize_q8_0_activation", 3, sizeof(QuantizePush));
+  const QuantizePush push{u32(cols, "cols"), u32(rows, "rows"), u32(x_stride, "x_stride")};
+  cl.dispatch(p, {x, whole(a.quants), whole(a.scales)}, push, groups(rows * (cols / 32), 64, "quantize_q8_0"));
+}
+
+void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRange x, int64_t x_stride,
+                   const Q8Activations* q8, int64_t n_act, BufferRange y, int64_t y_stride) {
+  const bool quant = w.type == DType::Q8_0 || w.type == DType::Q4_0;
+  if (quant && (!q8 || q8->cols != w.cols || q8->rows < n_act))
+    throw VulkanError(fmt::format("matmul: {} weights of {} columns need Q8_0 activations of {} columns for {} rows",
+                                  dtype_name(w.type), w.cols, w.cols, n_act));
+  if (!quant && x_stride < w.cols) throw VulkanError("matmul: activation stride shorter than a row");
+  if (n_act < 1 || w.rows < 1) throw VulkanError("matmul: empty product");
+  const Pipeline& p = dev.pipelines().get(detail::matmul_shader(w.type, false), 4, sizeof(MatmulPush));
+  const uint64_t align = detail::weight_alignment(dev);
+  // Rows per chunk: the chunk (plus up to `align` bytes of lead-in) must fit one binding.
+  const uint64_t limit = dev.binding_limit();
+  if (w.row_stride + align > limit) throw VulkanError("matmul: one weight row exceeds the binding limit");
+  const int64_t chunk = std::min<int64_t>(kMaxGroups, static_cast<int64_t>((limit - align) / w.row_stride));
+  const BufferRange act = quant ? whole(q8->quants) : x;
+  const BufferRange scales = quant ? whole(q8->scales) : x;
+  for (int64_t o0 = 0; o0 < w.rows; o0 += chunk) {
+    const int64_t rows = std::min(chunk, w.rows - o0);
+    const detail::WeightChunk c =
+        detail::weight_chunk(dev, *w.buffer, w.offset + static_cast<uint64_t>(o0) * w.row_stride, rows * w.row_stride);
+    const MatmulPush push{u32(rows, "rows"),        u32(w.cols, "cols"),     u32(n_act, "n_act"),
+                          c.lead,                   u32(w.row_stride, "w_stride"), u32(x_stride, "x_stride"),
+                          u32(y_stride, "y_stride"), u32(o0, "o0"), 0, 0, 0, 0};
+    cl.dispatch(p, {c.range, act, scales, y}, push, static_cast<uint32_t>(rows), groups(n_act, 8, "matmul"));
+  }
+}
+
+void record_rms_norm(CommandList& cl, Device& dev, const NormShape& s, NormMode mode, float eps, float post, BufferRange x,
+                     BufferRange w, BufferRange z, BufferRange y) {
+  if (s.n < 1 || s.tokens < 1 || s.heads < 1) throw VulkanError("rms_norm: empty shape");
+  const Pipeline& p = dev.pipelines().get("rms_norm", 4, sizeof(NormPush));
+  const NormPush push{u32(s.n, "n"),         u32(s.heads, "heads"),   u32(s.x_row, "x_row"), u32(s.x_head, "x_head"),
+                      u32(s.y_row, "y_row"), u32(s.y_head, "y_head"), eps,                   post,
+                      static_cast<uint32_t>(mode)};
+  cl.dispatch(p, {x, w, z, y}, push, groups(s.tokens * s.heads, 1, "rms_norm"));
+}
+
+void record_rope_neox(CommandList& cl, Device& dev, const RopeShape& s, BufferRange x, BufferRange table) {
+  if (s.n_rot < 2 || s.n_rot % 2) throw VulkanError(fmt::format("rope: n_rot {} must be even and positive", s.n_rot));
+  const Pipeline& p = dev.pipelines().get("rope_neox", 2, sizeof(RopePush));
+  const RopePush push{u32(s.tokens, "tokens"), u32(s.heads, "heads"), u32(s.n_rot, "n_rot"),
+                      u32(s.row_stride, "row_stride"), u32(s.head_stride, "head_stride")};
+  cl.dispatch(p, {x, table}, push, groups(s.tokens * s.heads * (s.n_rot / 2), 64, "rope"));
+}
+
+void record_argmax(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t n, int64_t stride, BufferRange best) {
+  if (n < 1) throw VulkanError("argmax: empty row");
+  const Pipeline& p = dev.pipelines().get("argmax", 2, sizeof(ArgmaxPush));
+  const ArgmaxPush push{u32(n, "n"), u32(stride, "stride")};
+  cl.dispatch(p, {x, best}, push, groups(rows, 1, "argmax"));
+}
+
+void record_moe_router(CommandList& cl, Device& dev, BufferRange logits, int64_t tokens, int64_t n_expert, int64_t k,
+                       int64_t stride, BufferRange ids, BufferRange weights) {
+  if (n_expert < 1 || n_expert > 512 || k < 1 || k > 16 || k > n_expert)
+    throw VulkanError(fmt::format("moe_router: {} experts, top-{} (the shader takes up to 512 experts, k <= 16)", n_expert, k));
+  const Pipeline& p = dev.pipelines().get("moe_router", 3, sizeof(RouterPush));
+  const RouterPush push{u32(n_expert, "n_expert"), u32(k, "k"), u32(stride, "stride")};
+  cl.dispatch(p, {logits, ids, weights}, push, groups(tokens, 1, "moe_router"));
+}
+
+void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, float scale, BufferRange q,
+                      const KvCacheView& k, const KvCacheView& v, BufferRange o) {
+  if (s.head_dim < 1 || s.head_dim > 256) throw VulkanError(fmt::format("attention: head_dim {} (1..256)", s.head_dim));
+  if (s.n_head_kv < 1 || s.n_head % s.n_head_kv)
+    throw VulkanError(fmt::format("attention: {} query heads do not group over {} KV heads", s.n_head, s.n_head_kv));
+  if ((k.type == DType::Q8_0 || v.type == DType::Q8_0) && s.head_dim % 32)
+    throw VulkanError(fmt::format("attention: a q8_0 cache needs head_dim a multiple of 32, not {}", s.head_dim));
+  if (s.tokens < 1) throw VulkanError("attention: no query tokens");
+  const Pipeline& p = dev.pipelines().get("attention", 4, sizeof(AttentionPush));
+  const AttentionPush push{u32(s.head_dim, "head_dim"), u32(s.n_head, "n_head"), u32(s.n_head / s.n_head_kv, "group"),
+                           u32(s.q_row, "q_row"), u32(s.q_head, "q_head"), u32(s.o_row, "o_row"),
+                           u32(k.stride, "k stride"), u32(k.head_bytes, "k head"), kv_type_id(k.type),
+                           u32(v.stride, "v stride"), u32(v.head_bytes, "v head"), kv_type_id(v.type),
+                           u32(s.n_past, "n_past"), u32(s.tokens, "tokens"), s.causal ? 1u : 0u, scale};
+  cl.dispatch(p, {q, k.range, v.range, o}, push, groups(s.tokens * s.n_head, 1, "attention"));
+}
+
+void record_conv_silu(CommandList& cl, Device& dev, int64_t channels, int kernel, int64_t tokens, BufferRange x,
+                      int64_t x_stride, BufferRange state, BufferRange w, BufferRange y, int64_t y_stride) {
+  if (kernel < 2 || kernel > 8) throw VulkanError(fmt::format("conv_silu: kernel {} (2..8)", kernel));
+  if (channels < 1 || tokens < 1) throw VulkanError("conv_silu: empty shape");
+  const Pipeline& p = dev.pipelines().get("conv_silu", 4, sizeof(ConvPush));
+  const ConvPush push{u32(channels, "channels"), static_cast<uint32_t>(kernel), u32(tokens, "tokens"),
+                      u32(x_stride, "x_stride"), u32(y_stride, "y_stride")};
+  cl.dispatch(p, {x, state, w, y}, push, groups(channels, 64, "conv_silu"));
+}
+
+void record_gdn_step(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
+                     BufferRange beta, BufferRange params, BufferRange state, BufferRange o) {
+  if (s.d < 1 || s.d > 256) throw VulkanError(fmt::format("gdn_step: head dim {} (1..256)", s.d));
+  if (s.n_k_heads < 1 || s.n_v_heads % s.n_k_heads)
+    throw VulkanError(fmt::format("gdn_step: {} value heads over {} key heads", s.n_v_heads, s.n_k_heads));
+  const Pipeline& p = dev.pipelines().get("gdn_step", 6, sizeof(GdnPush));
+  const GdnPush push{u32(s.d, "d"), u32(s.n_k_heads, "n_k_heads"), u32(s.n_v_heads, "n_v_heads"), u32(s.tokens, "tokens"),
+                     u32(s.conv_stride, "conv_stride"), u32(s.gate_stride, "gate_stride"), u32(s.o_stride, "o_stride"),
+                     scale};
+  cl.dispatch(p, {conv, alpha, beta, params, state, o}, push, groups(s.n_v_heads, 1, "gdn_step"));
+}
+
+}  // namespace clover::vulkan

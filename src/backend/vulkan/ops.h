@@ -1,0 +1,101 @@
+// Host side of the shaders: one function per op that checks its arguments and records its
+// dispatches into a CommandList. Each names the shader (shaders/<name>.comp) and the CPU twin
+// the op tests compare it with. Shapes: rows of floats, row-major, strides in floats.
+#pragma once
+#include <cstdint>
+
+#include "backend/vulkan/commands.h"
+#include "kernels/dtype.h"
+#include "kernels/matmul.h"
+
+namespace clover::vulkan {
+
+// A weight matrix on the device: `rows` rows of `cols` values of `type` (F32, F16, Q8_0, Q4_0;
+// BF16 is stored as F32), row o at byte offset + o * row_stride of `buffer`.
+struct DeviceMatrix {
+  DType type = DType::F32;
+  const Buffer* buffer = nullptr;
+  uint64_t offset = 0;
+  int64_t rows = 0, cols = 0;
+  uint64_t row_stride = 0;
+};
+
+// Bytes a host matrix takes on the device (BF16 widened to F32).
+uint64_t device_matrix_bytes(const kernels::MatRef& m);
+// Copies a host matrix into `dst` at `offset` (BF16 converted to F32 on the way: no device here
+// is assumed to compute in bf16) and describes it.
+DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& dst, uint64_t offset);
+
+// Scratch for activations quantised to Q8_0: quants [rows][cols / 32][8] words, scales [rows][cols / 32].
+struct Q8Activations {
+  Buffer quants, scales;
+  int64_t rows = 0, cols = 0;
+};
+Q8Activations make_q8_activations(Device& dev, int64_t rows, int64_t cols);
+
+// quantize_q8_0_activation.comp (twin: kernels::quantize_row_q8_0_activation): rows of x -> a.
+void record_quantize_q8_0(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t cols, int64_t x_stride,
+                          const Q8Activations& a);
+
+// matmul.comp (twin: kernels::matmul_ref): y[r * y_stride + o] = W row o . x row r for every
+// output row o and the n_act activation rows. Float weights read x (x_stride floats apart);
+// Q8_0/Q4_0 weights read q8 (quantised from x beforehand by record_quantize_q8_0). W is split
+// into chunks of rows that fit one binding and one dispatch grid.
+void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRange x, int64_t x_stride,
+                   const Q8Activations* q8, int64_t n_act, BufferRange y, int64_t y_stride);
+
+// rms_norm.comp (twin: model::ops::rms_norm, l2_norm, and the GDN gated norm). Rows are heads of
+// tokens: row (t, h) of x at t * x_row + h * x_head (y and z at t * y_row + h * y_head).
+enum class NormMode : uint32_t { Weighted = 0, Scaled = 1, Gated = 2 };
+struct NormShape {
+  int64_t n = 0, tokens = 0, heads = 1;
+  int64_t x_row = 0, x_head = 0, y_row = 0, y_head = 0;
+};
+void record_rms_norm(CommandList& cl, Device& dev, const NormShape& s, NormMode mode, float eps, float post, BufferRange x,
+                     BufferRange w, BufferRange z, BufferRange y);
+
+// rope_neox.comp (twin: model::ops::rope_neox), in place on x; table from rope_table.h.
+struct RopeShape {
+  int64_t tokens = 0, heads = 0, n_rot = 0, row_stride = 0, head_stride = 0;
+};
+void record_rope_neox(CommandList& cl, Device& dev, const RopeShape& s, BufferRange x, BufferRange table);
+
+// argmax.comp (twin: the greedy sampler's rule): best[2 r] = index, best[2 r + 1] = value bits.
+void record_argmax(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t n, int64_t stride, BufferRange best);
+
+// moe_router.comp (twin: the routing in model/moe.cpp): ids and weights [tokens][k].
+void record_moe_router(CommandList& cl, Device& dev, BufferRange logits, int64_t tokens, int64_t n_expert, int64_t k,
+                       int64_t stride, BufferRange ids, BufferRange weights);
+
+// attention.comp (twin: kernels::attention_ref): every query head of `tokens` tokens against one
+// layer's KV cache; causal rows see n_past + t + 1 keys, a denoising block's rows n_past + tokens.
+struct KvCacheView {
+  DType type = DType::F16;  // F32, F16 or Q8_0
+  BufferRange range;
+  uint64_t stride = 0;      // bytes between positions
+  uint64_t head_bytes = 0;  // bytes between KV heads inside a position
+};
+struct AttentionShape {
+  int64_t head_dim = 0, n_head = 0, n_head_kv = 0, tokens = 0, n_past = 0;
+  bool causal = true;
+  int64_t q_row = 0, q_head = 0, o_row = 0;  // floats between tokens / heads of q, tokens of o
+};
+void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, float scale, BufferRange q,
+                      const KvCacheView& k, const KvCacheView& v, BufferRange o);
+
+// conv_silu.comp (twin: kernels::conv_silu_ref over a run of tokens, as model/gdn.cpp runs it):
+// y = silu(causal depthwise conv of x), the state [K-1][C] advanced in place.
+void record_conv_silu(CommandList& cl, Device& dev, int64_t channels, int kernel, int64_t tokens, BufferRange x,
+                      int64_t x_stride, BufferRange state, BufferRange w, BufferRange y, int64_t y_stride);
+
+// gdn_step.comp (twin: kernels::gdn_step_ref with the gates of model/gdn.cpp): the delta rule
+// over `tokens` tokens for every value head, state [Hv][d][d] advanced in place. params holds
+// dt_bias [Hv] then a [Hv].
+struct GdnShape {
+  int64_t d = 0, n_k_heads = 0, n_v_heads = 0, tokens = 0;
+  int64_t conv_stride = 0, gate_stride = 0, o_stride = 0;
+};
+void record_gdn_step(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
+                     BufferRange beta, BufferRange params, BufferRange state, BufferRange o);
+
+}  // namespace clover::vulkan

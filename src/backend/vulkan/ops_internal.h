@@ -1,0 +1,66 @@
+// Helpers shared by the op recorders (ops.cpp, moe_ops.cpp).
+#pragma once
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "backend/vulkan/device.h"
+#include "kernels/dtype.h"
+
+namespace clover::vulkan::detail {
+
+constexpr uint32_t kMaxGroups = 65535;  // the smallest maxComputeWorkGroupCount Vulkan allows
+
+inline uint32_t u32(int64_t v, const char* what) {
+  if (v < 0 || v > 0xffffffffll) throw VulkanError(fmt::format("{} = {} does not fit the shader's 32-bit index", what, v));
+  return static_cast<uint32_t>(v);
+}
+
+// Workgroups for `items` items at `per_group` each; throws past the grid limit.
+inline uint32_t groups(int64_t items, int64_t per_group, const char* op) {
+  const int64_t g = (items + per_group - 1) / per_group;
+  if (g < 1 || g > kMaxGroups) throw VulkanError(fmt::format("{}: {} workgroups (1..{} allowed)", op, g, kMaxGroups));
+  return static_cast<uint32_t>(g);
+}
+
+// Binding offsets are multiples of this (and of a word).
+inline uint64_t weight_alignment(const Device& dev) {
+  return std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
+}
+
+// The matmul shader of a weight type, dense or over expert groups.
+inline std::string matmul_shader(DType t, bool experts) {
+  const char* base = nullptr;
+  switch (t) {
+    case DType::F32: base = "matmul_f32"; break;
+    case DType::F16: base = "matmul_f16"; break;
+    case DType::Q8_0: base = "matmul_q8_0"; break;
+    case DType::Q4_0: base = "matmul_q4_0"; break;
+    default: throw VulkanError(fmt::format("matmul: no shader for {} weights", dtype_name(t)));
+  }
+  return experts ? std::string(base) + "_experts" : std::string(base);
+}
+
+// matmul.comp's push constants (the last four are read by the expert variants only).
+struct MatmulPush {
+  uint32_t rows, cols, n_act, w_base, w_stride, x_stride, y_stride, o0;
+  uint32_t e0, n_expert, expert_stride, gather;
+};
+
+// A range of weights bound for one dispatch: the binding starts at the device's offset alignment
+// at or below `start`; the shader skips `lead` bytes to reach it. `bytes` from `start`, clipped
+// to the buffer, rounded up to a word.
+struct WeightChunk {
+  BufferRange range;
+  uint32_t lead = 0;
+};
+inline WeightChunk weight_chunk(const Device& dev, const Buffer& buf, uint64_t start, uint64_t bytes) {
+  const uint64_t align = weight_alignment(dev);
+  const uint64_t aligned = start / align * align;
+  const uint64_t span = std::min<uint64_t>((start - aligned + bytes + 3) & ~uint64_t{3}, buf.size() - aligned);
+  return {BufferRange{&buf, aligned, span}, static_cast<uint32_t>(start - aligned)};
+}
+
+}  // namespace clover::vulkan::detail

@@ -1,0 +1,41 @@
+#version 450
+// Activation rows -> Q8_0 blocks for the quantised matmuls: the twin of
+// kernels::quantize_row_q8_0_activation (src/kernels/convert.h). Per block of 32:
+// d = fp16(amax / 127), id = amax ? 127 / amax : 0, q = round-half-even(x * id).
+// One invocation per block. Output layout (matmul.comp reads it): q as [rows][nb][8] words of
+// four int8 each, the scale fp16(d) widened to float as [rows][nb].
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer In { float x[]; };
+layout(std430, binding = 1) writeonly buffer Quants { uint q[]; };
+layout(std430, binding = 2) writeonly buffer Scales { float d[]; };
+
+layout(push_constant) uniform Push {
+  uint cols;      // multiple of 32
+  uint n_rows;
+  uint x_stride;  // floats between input rows
+} p;
+
+void main() {
+  const uint nb = p.cols / 32u;
+  const uint g = gl_GlobalInvocationID.x;
+  if (g >= nb * p.n_rows) return;
+  const uint r = g / nb, b = g % nb;
+  const uint base = r * p.x_stride + b * 32u;
+  float amax = 0.0;
+  for (uint j = 0; j < 32u; ++j) amax = max(amax, abs(x[base + j]));
+  d[g] = f16_to_f32(f32_to_f16(amax / 127.0));
+  // amax below ~1e-38 makes 127 / amax overflow; the CPU's x86 conversion then saturates: the
+  // values are all (near) zero, so their quants are 0 or -128 there and 0 here (see the test).
+  const float id = amax != 0.0 ? 127.0 / amax : 0.0;
+  for (uint k = 0; k < 8u; ++k) {
+    uint word = 0u;
+    for (uint j = 0; j < 4u; ++j) {
+      const int v = int(clamp(roundEven(x[base + 4u * k + j] * id), -128.0, 127.0));
+      word |= (uint(v) & 0xffu) << (8u * j);
+    }
+    q[g * 8u + k] = word;
+  }
+}

@@ -1,0 +1,175 @@
+// The device layer: enumeration, the memory account, copies, command lists resubmitted, the
+// timeline, pipelines of every embedded shader, and the errors bad arguments give.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "backend/vulkan/ops.h"
+#include "backend/vulkan/vk_test_util.h"
+
+namespace clover::vulkan::test {
+namespace {
+
+using DeviceTest = VulkanTest;
+
+// Runs everywhere (no device needed): a machine without libvulkan gets a message, not a crash,
+// and the CPU path is unaffected.
+TEST(VulkanLoader, MissingLoaderIsAClearError) {
+  setenv("CLOVER_VULKAN_LIBRARY", "/nonexistent/libvulkan.so.1", 1);
+  std::string error;
+  std::unique_ptr<Instance> inst = Instance::create({}, error);
+  unsetenv("CLOVER_VULKAN_LIBRARY");
+  EXPECT_EQ(inst, nullptr);
+  EXPECT_NE(error.find("no Vulkan driver"), std::string::npos) << error;
+  EXPECT_NE(error.find("/nonexistent/libvulkan.so.1"), std::string::npos) << error;
+}
+
+// A loader without any driver: either no instance ("no Vulkan driver") or one without devices.
+TEST(VulkanLoader, NoDriverIsAClearErrorOrNoDevices) {
+  setenv("VK_ICD_FILENAMES", "/nonexistent/icd.json", 1);
+  setenv("VK_DRIVER_FILES", "/nonexistent/icd.json", 1);
+  std::string error;
+  std::unique_ptr<Instance> inst = Instance::create({}, error);
+  unsetenv("VK_ICD_FILENAMES");
+  unsetenv("VK_DRIVER_FILES");
+  if (!inst) {
+    EXPECT_NE(error.find("no Vulkan driver"), std::string::npos) << error;
+  } else {
+    EXPECT_TRUE(inst->devices().empty());
+    EXPECT_EQ(inst->default_device(), -1);
+    EXPECT_THROW(inst->resolve("vulkan"), VulkanError);
+  }
+}
+
+TEST_F(DeviceTest, EnumeratesTheDeviceWithItsLimits) {
+  const DeviceInfo& d = dev().info();
+  EXPECT_FALSE(d.name.empty());
+  EXPECT_TRUE(d.usable()) << d.unusable_reason();
+  EXPECT_GT(d.subgroup_size, 0u);
+  EXPECT_GE(d.max_shared_memory, 16384u);  // Vulkan's minimum
+  EXPECT_GE(d.max_storage_buffer_range, 1u << 27);
+  EXPECT_FALSE(d.heaps.empty());
+  // A CPU device is never the default; it runs only when named.
+  const int def = inst().default_device();
+  if (def >= 0) {
+    EXPECT_FALSE(inst().devices()[def].is_cpu());
+  }
+  EXPECT_EQ(inst().resolve("vulkan:0"), 0);
+  EXPECT_THROW(inst().resolve("vulkan:99"), VulkanError);
+  EXPECT_THROW(inst().resolve("vulkan:x"), VulkanError);
+}
+
+// The messenger really counts: a second instance (so this case's own count stays zero) sees an
+// invalid call (a buffer of size 0, VUID-VkBufferCreateInfo-size-00912) reported.
+TEST_F(DeviceTest, ValidationMessagesAreCounted) {
+  std::string error;
+  InstanceOptions opt;
+  opt.validate = true;
+  std::unique_ptr<Instance> other = Instance::create(opt, error);
+  ASSERT_TRUE(other) << error;
+  Device d(*other, 0);
+  ASSERT_EQ(other->validation_messages(), 0u);
+  ::testing::internal::CaptureStderr();  // the layer's text for the deliberate error is expected
+  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bci.size = 0;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+  VkBuffer b = VK_NULL_HANDLE;
+  const VkResult r = d.fn().vkCreateBuffer(d.handle(), &bci, nullptr, &b);
+  const std::string text = ::testing::internal::GetCapturedStderr();
+  if (r == VK_SUCCESS && b) d.fn().vkDestroyBuffer(d.handle(), b, nullptr);
+  EXPECT_GE(other->validation_messages(), 1u);
+  EXPECT_NE(text.find("VUID-VkBufferCreateInfo-size"), std::string::npos) << text;
+}
+
+TEST_F(DeviceTest, MemoryAccountBooksEveryAllocationExactly) {
+  const uint64_t before = dev().memory().total();
+  {
+    Buffer a = dev().create_buffer(1000, MemoryPurpose::Weights);
+    Buffer b = dev().create_buffer(3, MemoryPurpose::Cache, Residency::Host);
+    EXPECT_EQ(a.size(), 1000u);
+    EXPECT_EQ(b.size(), 4u);  // rounded up to a word
+    EXPECT_GE(a.allocated(), a.size());
+    EXPECT_EQ(dev().memory().bytes(MemoryPurpose::Weights), a.allocated());
+    EXPECT_EQ(dev().memory().bytes(MemoryPurpose::Cache), b.allocated());
+    EXPECT_EQ(dev().memory().total(), before + a.allocated() + b.allocated());
+    Buffer moved = std::move(a);  // a move transfers the booking, it does not double it
+    EXPECT_EQ(dev().memory().total(), before + moved.allocated() + b.allocated());
+  }
+  EXPECT_EQ(dev().memory().total(), before);
+  EXPECT_EQ(dev().memory().bytes(MemoryPurpose::Weights), 0u);
+  EXPECT_THROW(dev().create_buffer(0, MemoryPurpose::Scratch), VulkanError);
+}
+
+TEST_F(DeviceTest, UploadDownloadRoundTripsThroughStagingAndMappedMemory) {
+  // 9 MiB crosses the 8 MiB staging buffer, so the chunking is exercised.
+  std::vector<uint32_t> v(9u << 18);
+  std::iota(v.begin(), v.end(), 7u);
+  Buffer d = to_device(dev(), v);
+  EXPECT_EQ(from_device<uint32_t>(dev(), d, v.size()), v);
+  Buffer h = dev().create_buffer(64, MemoryPurpose::Scratch, Residency::Host);
+  dev().upload(h, 16, v.data(), 32);
+  std::vector<uint32_t> back(8);
+  dev().download(h, 16, back.data(), 32);
+  EXPECT_EQ(back, std::vector<uint32_t>(v.begin(), v.begin() + 8));
+  dev().fill_zero(d);
+  EXPECT_EQ(from_device<uint32_t>(dev(), d, 16), std::vector<uint32_t>(16, 0));
+  EXPECT_THROW(dev().upload(h, 2, v.data(), 4), VulkanError);   // unaligned
+  EXPECT_THROW(dev().upload(h, 0, v.data(), 68), VulkanError);  // past the end
+}
+
+// A list recorded once and submitted again sees the new contents of its buffers: the pass-shape
+// reuse the executor relies on. The timeline counts every submission.
+TEST_F(DeviceTest, RecordedListIsResubmittedWithNewInputs) {
+  const int64_t n = 300;
+  Buffer x = dev().create_buffer(n * 4, MemoryPurpose::Scratch);
+  Buffer best = dev().create_buffer(8, MemoryPurpose::Scratch, Residency::Host);
+  CommandList cl(dev());
+  cl.begin();
+  record_argmax(cl, dev(), whole(x), 1, n, n, whole(best));
+  cl.end();
+  EXPECT_EQ(cl.dispatches(), 1u);
+  uint64_t last = dev().completed();
+  for (int hot : {5, 250, 17}) {
+    std::vector<float> v(n, 0.0f);
+    v[hot] = 3.0f;
+    dev().upload(x, 0, v.data(), n * 4);
+    const uint64_t value = cl.submit();
+    EXPECT_GT(value, last);
+    dev().wait(value);
+    EXPECT_GE(dev().completed(), value);
+    last = value;
+    const auto* r = static_cast<const uint32_t*>(best.mapped());
+    EXPECT_EQ(r[0], static_cast<uint32_t>(hot));
+  }
+}
+
+TEST_F(DeviceTest, EveryEmbeddedShaderMakesAPipeline) {
+  size_t n = 0;
+  const ShaderBlob* all = all_shaders(n);
+  EXPECT_GE(n, 9u);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_GT(all[i].n_words, 5u);
+    EXPECT_EQ(all[i].words[0], 0x07230203u) << all[i].name << ": not SPIR-V";  // the SPIR-V magic
+  }
+  // Creating the pipelines under validation checks each module against its layout.
+  EXPECT_NO_THROW(dev().pipelines().get("argmax", 2, 8));
+  EXPECT_THROW(dev().pipelines().get("argmax", 3, 8), VulkanError);  // differs from the first request
+  EXPECT_THROW(dev().pipelines().get("no_such_shader", 1, 0), VulkanError);
+}
+
+TEST_F(DeviceTest, BadDispatchesAreRefusedWithTheirReason) {
+  Buffer x = dev().create_buffer(64, MemoryPurpose::Scratch);
+  CommandList cl(dev());
+  const Pipeline& p = dev().pipelines().get("argmax", 2, 8);
+  const uint32_t push[2] = {16, 16};
+  EXPECT_THROW(cl.dispatch(p, {whole(x), whole(x)}, push, 8, 1), VulkanError);  // not recording
+  cl.begin();
+  EXPECT_THROW(cl.dispatch(p, {whole(x)}, push, 8, 1), VulkanError);            // one buffer short
+  EXPECT_THROW(cl.dispatch(p, {whole(x), BufferRange{&x, 60, 8}}, push, 8, 1), VulkanError);  // past the end
+  EXPECT_THROW(cl.dispatch(p, {whole(x), whole(x)}, static_cast<const void*>(push), 4, 1, 1, 1), VulkanError);  // push size
+  cl.end();
+  EXPECT_THROW(CommandList(dev()).submit(), VulkanError);                        // nothing recorded
+}
+
+}  // namespace
+}  // namespace clover::vulkan::test

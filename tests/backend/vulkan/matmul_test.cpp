@@ -1,0 +1,147 @@
+// matmul.comp and quantize_q8_0_activation.comp against their CPU twins (kernels::matmul_ref,
+// kernels::quantize_row_q8_0_activation) on random weights and odd shapes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "backend/vulkan/ops.h"
+#include "backend/vulkan/vk_test_util.h"
+#include "kernels/convert.h"
+#include "kernels/matmul.h"
+
+namespace clover::vulkan::test {
+namespace {
+
+using MatmulTest = VulkanTest;
+
+struct Case {
+  int64_t rows, cols, n_act;
+};
+
+// Runs the product on the device (the matrix `lead` bytes into its buffer, so the in-binding
+// offset path runs) and returns y [n_act][rows]; the CPU twin's result goes to ref.
+std::vector<float> run_matmul(Device& dev, const HostMatrix& m, const std::vector<float>& x, int64_t n_act,
+                              std::vector<float>& ref, uint64_t lead = 0) {
+  const kernels::MatRef& w = m.ref;
+  kernels::ActRows acts;
+  acts.convert(x.data(), n_act, w.cols, w.cols, kernels::activation_type(w.type));
+  ref.assign(static_cast<size_t>(n_act * w.rows), 0.0f);
+  kernels::matmul_ref(w, acts, ref.data(), w.rows, 0, w.rows);
+
+  Buffer wb = dev.create_buffer(lead + device_matrix_bytes(w) + 4, MemoryPurpose::Weights);
+  const DeviceMatrix dm = upload_matrix(dev, w, wb, lead);
+  Buffer xb = to_device(dev, x);
+  Buffer yb = dev.create_buffer(ref.size() * 4, MemoryPurpose::Scratch);
+  const bool quant = dm.type == DType::Q8_0 || dm.type == DType::Q4_0;
+  Q8Activations q8;
+  if (quant) q8 = make_q8_activations(dev, n_act, w.cols);
+  CommandList cl(dev);
+  cl.begin();
+  if (quant) record_quantize_q8_0(cl, dev, whole(xb), n_act, w.cols, w.cols, q8);
+  record_matmul(cl, dev, dm, whole(xb), w.cols, quant ? &q8 : nullptr, n_act, whole(yb), w.rows);
+  cl.end();
+  cl.run();
+  return from_device<float>(dev, yb, ref.size());
+}
+
+void check_type(Device& dev, DType t, double tolerance, std::initializer_list<Case> cases) {
+  uint32_t seed = 1;
+  double worst = 0;
+  for (const Case& c : cases) {
+    const HostMatrix m = random_matrix(t, c.rows, c.cols, seed++);
+    const std::vector<float> x = random_floats(static_cast<size_t>(c.n_act * c.cols), seed++);
+    std::vector<float> ref;
+    const std::vector<float> y = run_matmul(dev, m, x, c.n_act, ref, 4 * (seed % 5));
+    const double e = nmse(y.data(), ref.data(), y.size());
+    worst = std::max(worst, e);
+    EXPECT_LE(e, tolerance) << dtype_name(t) << " " << c.rows << "x" << c.cols << " with " << c.n_act << " rows";
+  }
+  std::printf("matmul %s: worst NMSE %.3g (tolerance %.1g)\n", std::string(dtype_name(t)).c_str(), worst, tolerance);
+}
+
+// Odd row counts, columns that are not a multiple of the 64 invocations, activation-row counts
+// on both sides of the tile of 8.
+TEST_F(MatmulTest, F32MatchesTheReference) {
+  check_type(dev(), DType::F32, 1e-7, {{37, 97, 1}, {70, 160, 3}, {19, 64, 9}, {5, 1031, 17}});
+}
+TEST_F(MatmulTest, F16MatchesTheReference) {
+  check_type(dev(), DType::F16, 1e-7, {{37, 97, 1}, {70, 160, 3}, {19, 64, 9}, {5, 1031, 17}});
+}
+// BF16 weights are widened to F32 at upload; the CPU rounds activations to bf16, the device does
+// not, so this is compared with the quantised bound.
+TEST_F(MatmulTest, Bf16WidenedAtUploadMatchesTheReference) {
+  check_type(dev(), DType::BF16, 5e-4, {{37, 96, 1}, {21, 320, 5}});
+}
+TEST_F(MatmulTest, Q8_0MatchesTheReference) {
+  check_type(dev(), DType::Q8_0, 5e-4, {{37, 96, 1}, {70, 160, 3}, {19, 64, 9}, {6, 2080, 17}});
+}
+TEST_F(MatmulTest, Q4_0MatchesTheReference) {
+  check_type(dev(), DType::Q4_0, 5e-4, {{37, 96, 1}, {70, 160, 3}, {19, 64, 9}, {6, 2080, 17}});
+}
+
+// A weight matrix larger than one binding is split into row chunks that each fit: the limit is
+// lowered so that a small matrix needs several chunks at unaligned row offsets (every other
+// binding of the product stays under the lowered limit too: 2 x 101 outputs).
+TEST_F(MatmulTest, MatrixLargerThanOneBindingIsSplit) {
+  for (DType t : {DType::Q4_0, DType::F16}) {
+    const HostMatrix m = random_matrix(t, 101, 96, 77);
+    const std::vector<float> x = random_floats(2 * 96, 78);
+    std::vector<float> ref;
+    const std::vector<float> whole_y = run_matmul(dev(), m, x, 2, ref, 12);
+    dev().set_binding_limit(1024);  // 18-byte Q4_0 blocks: a chunk boundary inside a 16-byte line
+    const std::vector<float> split_y = run_matmul(dev(), m, x, 2, ref, 12);
+    dev().set_binding_limit(dev().info().max_storage_buffer_range);
+    EXPECT_EQ(split_y, whole_y) << dtype_name(t) << ": a split changes the result";
+    EXPECT_LE(nmse(split_y.data(), ref.data(), ref.size()), 5e-4);
+  }
+}
+
+TEST_F(MatmulTest, QuantizedActivationsMatchTheCpuQuantiser) {
+  const int64_t rows = 5, cols = 4 * 32 * 7;
+  std::vector<float> x = random_floats(static_cast<size_t>(rows * cols), 9, -3.0f, 3.0f);
+  for (int j = 0; j < 32; ++j) x[32 + j] = 0.0f;  // an all-zero block: d = 0, q = 0
+  Buffer xb = to_device(dev(), x);
+  Q8Activations q8 = make_q8_activations(dev(), rows, cols);
+  CommandList cl(dev());
+  cl.begin();
+  record_quantize_q8_0(cl, dev(), whole(xb), rows, cols, cols, q8);
+  cl.end();
+  cl.run();
+  const int64_t nb = rows * cols / 32;
+  const std::vector<uint32_t> qw = from_device<uint32_t>(dev(), q8.quants, static_cast<size_t>(nb * 8));
+  const std::vector<float> d = from_device<float>(dev(), q8.scales, static_cast<size_t>(nb));
+  std::vector<BlockQ8_0> cpu(static_cast<size_t>(nb));
+  kernels::quantize_row_q8_0_activation(x.data(), cpu.data(), rows * cols);
+  int64_t q_diff = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    EXPECT_EQ(d[b], kernels::fp16_to_fp32(cpu[b].d)) << "block " << b;
+    for (int j = 0; j < 32; ++j) {
+      const int gpu_q = static_cast<int8_t>((qw[b * 8 + j / 4] >> (8 * (j % 4))) & 0xff);
+      const int diff = std::abs(gpu_q - cpu[b].qs[j]);
+      EXPECT_LE(diff, 1) << "block " << b << " value " << j;
+      q_diff += diff != 0;
+    }
+  }
+  // The device's division 127 / amax may be an ulp off the CPU's; a quant then rounds the other
+  // way only when x * id sits within an ulp of a half. Allow that, rarely.
+  EXPECT_LE(q_diff, nb * 32 / 1000) << q_diff << " quants differ";
+  std::printf("quantize_q8_0: %lld of %lld quants differ by one\n", static_cast<long long>(q_diff),
+              static_cast<long long>(nb * 32));
+}
+
+TEST_F(MatmulTest, BadShapesAreRefused) {
+  const HostMatrix m = random_matrix(DType::Q8_0, 4, 64, 3);
+  Buffer wb = dev().create_buffer(device_matrix_bytes(m.ref), MemoryPurpose::Weights);
+  const DeviceMatrix dm = upload_matrix(dev(), m.ref, wb, 0);
+  Buffer xb = dev().create_buffer(64 * 4, MemoryPurpose::Scratch);
+  CommandList cl(dev());
+  cl.begin();
+  EXPECT_THROW(record_matmul(cl, dev(), dm, whole(xb), 64, nullptr, 1, whole(xb), 4), VulkanError);  // no Q8 acts
+  Q8Activations narrow = make_q8_activations(dev(), 1, 32);
+  EXPECT_THROW(record_matmul(cl, dev(), dm, whole(xb), 64, &narrow, 1, whole(xb), 4), VulkanError);
+  EXPECT_THROW(make_q8_activations(dev(), 1, 33), VulkanError);
+  cl.end();
+}
+
+}  // namespace
+}  // namespace clover::vulkan::test

@@ -1,0 +1,114 @@
+// rms_norm.comp and rope_neox.comp against model::ops (rms_norm, l2_norm, the GDN gated norm,
+// rope_neox) on random rows with odd sizes and strides.
+#include <gtest/gtest.h>
+
+#include "backend/vulkan/ops.h"
+#include "backend/vulkan/rope_table.h"
+#include "backend/vulkan/vk_test_util.h"
+#include "kernels/vecmath.h"
+#include "model/ops.h"
+
+namespace clover::vulkan::test {
+namespace {
+
+using NormRopeTest = VulkanTest;
+constexpr float kEps = 1e-6f;
+
+// Heads of `n` values inside rows of `row` floats: head h of token t at t * row + h * head.
+struct Layout {
+  int64_t tokens, heads, n, row, head;
+  size_t size() const { return static_cast<size_t>(tokens * row); }
+  int64_t at(int64_t t, int64_t h) const { return t * row + h * head; }
+};
+
+std::vector<float> run_norm(Device& dev, const Layout& L, NormMode mode, float eps, float post, const std::vector<float>& x,
+                            const std::vector<float>& w, const std::vector<float>& z) {
+  Buffer xb = to_device(dev, x), wb = to_device(dev, w), zb = to_device(dev, z);
+  Buffer yb = to_device(dev, std::vector<float>(L.size(), 0.0f));
+  CommandList cl(dev);
+  cl.begin();
+  record_rms_norm(cl, dev, {L.n, L.tokens, L.heads, L.row, L.head, L.row, L.head}, mode, eps, post, whole(xb), whole(wb),
+                  whole(zb), whole(yb));
+  cl.end();
+  cl.run();
+  return from_device<float>(dev, yb, L.size());
+}
+
+TEST_F(NormRopeTest, RmsNormWeightedMatchesOps) {
+  // A layer norm (one head per token, n = 1000) and per-head norms inside a wider row (the q
+  // heads of the fused query/gate projection: head stride 2 * head_dim).
+  for (const Layout& L : {Layout{7, 1, 1000, 1000, 0}, Layout{5, 3, 72, 3 * 144, 144}}) {
+    const std::vector<float> x = random_floats(L.size(), 11, -2.0f, 2.0f), w = random_floats(L.n, 12, 0.5f, 1.5f);
+    const std::vector<float> y = run_norm(dev(), L, NormMode::Weighted, kEps, 1.0f, x, w, x);
+    std::vector<float> ref(L.size(), 0.0f);
+    for (int64_t t = 0; t < L.tokens; ++t)
+      for (int64_t h = 0; h < L.heads; ++h) model::ops::rms_norm(&x[L.at(t, h)], w.data(), &ref[L.at(t, h)], L.n, kEps);
+    const double e = nmse(y.data(), ref.data(), ref.size());
+    EXPECT_LE(e, 1e-7) << "n " << L.n;
+    std::printf("rms_norm n=%lld: NMSE %.3g\n", static_cast<long long>(L.n), e);
+  }
+}
+
+TEST_F(NormRopeTest, L2NormMatchesOps) {
+  const Layout L{6, 4, 128, 4 * 128, 128};
+  const std::vector<float> x = random_floats(L.size(), 13);
+  const float fn = static_cast<float>(L.n);
+  const std::vector<float> y = run_norm(dev(), L, NormMode::Scaled, kEps / fn, 1.0f / std::sqrt(fn), x, x, x);
+  std::vector<float> ref = x;
+  for (int64_t t = 0; t < L.tokens; ++t)
+    for (int64_t h = 0; h < L.heads; ++h) model::ops::l2_norm(&ref[L.at(t, h)], L.n, kEps);
+  const double e = nmse(y.data(), ref.data(), ref.size());
+  EXPECT_LE(e, 1e-7);
+  std::printf("l2_norm: NMSE %.3g\n", e);
+}
+
+// The GDN output norm: o = rms(o) * w * silu(z), as model/gdn.cpp computes it.
+TEST_F(NormRopeTest, GatedNormMatchesTheGdnOutputNorm) {
+  const Layout L{5, 3, 96, 3 * 96, 96};
+  const std::vector<float> x = random_floats(L.size(), 14), w = random_floats(L.n, 15, 0.5f, 1.5f);
+  const std::vector<float> z = random_floats(L.size(), 16, -4.0f, 4.0f);
+  const std::vector<float> y = run_norm(dev(), L, NormMode::Gated, kEps, 1.0f, x, w, z);
+  std::vector<float> ref(L.size());
+  for (int64_t t = 0; t < L.tokens; ++t)
+    for (int64_t h = 0; h < L.heads; ++h) {
+      float* o = &ref[L.at(t, h)];
+      model::ops::rms_norm(&x[L.at(t, h)], w.data(), o, L.n, kEps);
+      std::vector<float> g(z.begin() + L.at(t, h), z.begin() + L.at(t, h) + L.n);
+      kernels::silu_row(g.data(), g.data(), L.n);
+      for (int64_t j = 0; j < L.n; ++j) o[j] *= g[j];
+    }
+  const double e = nmse(y.data(), ref.data(), ref.size());
+  EXPECT_LE(e, 1e-7);
+  std::printf("gated rms_norm: NMSE %.3g\n", e);
+}
+
+// Positions up to 131,000 (long context: large angles), partial rotation (n_rot < head_dim),
+// heads inside a wider row.
+TEST_F(NormRopeTest, RopeNeoxMatchesOps) {
+  const int64_t tokens = 6, heads = 3, hd = 80, n_rot = 64, row = heads * 2 * hd, head = 2 * hd;
+  const float base = 1e7f;
+  const int64_t positions[tokens] = {0, 1, 17, 4095, 32768, 131000};
+  std::vector<float> x = random_floats(static_cast<size_t>(tokens * row), 17);
+  std::vector<float> table;
+  rope_table(positions, tokens, static_cast<int>(n_rot), base, table);
+  Buffer xb = to_device(dev(), x), tb = to_device(dev(), table);
+  CommandList cl(dev());
+  cl.begin();
+  record_rope_neox(cl, dev(), {tokens, heads, n_rot, row, head}, whole(xb), whole(tb));
+  cl.end();
+  cl.run();
+  const std::vector<float> y = from_device<float>(dev(), xb, x.size());
+  std::vector<float> ref = x;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h) model::ops::rope_neox(&ref[t * row + h * head], static_cast<int>(n_rot), positions[t], base);
+  const double e = nmse(y.data(), ref.data(), ref.size());
+  EXPECT_LE(e, 1e-7);
+  // Dims past n_rot and the gate halves of the row are untouched.
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t d = n_rot; d < head; ++d) EXPECT_EQ(y[t * row + h * head + d], x[t * row + h * head + d]);
+  std::printf("rope_neox: NMSE %.3g\n", e);
+}
+
+}  // namespace
+}  // namespace clover::vulkan::test

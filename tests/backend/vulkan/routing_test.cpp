@@ -1,0 +1,105 @@
+// moe_router.comp against the routing of model/moe.cpp (written out in moe_ref.h, since the CPU
+// does it inline), and argmax.comp against the greedy rule (ties to the lowest id).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/vulkan/ops.h"
+#include "backend/vulkan/moe_ref.h"
+#include "backend/vulkan/vk_test_util.h"
+#include "kernels/vecmath.h"
+
+namespace clover::vulkan::test {
+namespace {
+
+using RoutingTest = VulkanTest;
+
+void check_router(Device& dev, int64_t tokens, int ne, int k, std::vector<float> logits, bool expect_ties) {
+  Buffer lb = to_device(dev, logits);
+  Buffer ib = dev.create_buffer(tokens * k * 4, MemoryPurpose::Scratch), wb = dev.create_buffer(tokens * k * 4, MemoryPurpose::Scratch);
+  CommandList cl(dev);
+  cl.begin();
+  record_moe_router(cl, dev, whole(lb), tokens, ne, k, ne, whole(ib), whole(wb));
+  cl.end();
+  cl.run();
+  const std::vector<int32_t> ids = from_device<int32_t>(dev, ib, tokens * k);
+  const std::vector<float> w = from_device<float>(dev, wb, tokens * k);
+  std::vector<int32_t> rid(k);
+  std::vector<float> rw(k), gw, cw;
+  int near_ties = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    float margin = 0;
+    route_ref(&logits[t * ne], ne, k, rid.data(), rw.data(), &margin);
+    const bool tie = margin <= 1e-6f * rw[0];
+    near_ties += tie;
+    if (!tie) {
+      for (int j = 0; j < k; ++j) EXPECT_EQ(ids[t * k + j], rid[j]) << "token " << t << " slot " << j;
+    }
+    gw.insert(gw.end(), w.begin() + t * k, w.begin() + (t + 1) * k);
+    cw.insert(cw.end(), rw.begin(), rw.end());
+  }
+  if (!expect_ties) {
+    EXPECT_EQ(near_ties, 0);
+  }
+  const double e = nmse(gw.data(), cw.data(), gw.size());
+  EXPECT_LE(e, 1e-7);
+  std::printf("moe_router %d experts top-%d: ids equal on %lld tokens (%d near ties), weight NMSE %.3g\n", ne, k,
+              static_cast<long long>(tokens - near_ties), near_ties, e);
+}
+
+TEST_F(RoutingTest, RouterMatchesTheCpuRouting) {
+  check_router(dev(), 37, 256, 8, random_floats(37 * 256, 21, -4.0f, 4.0f), false);
+  check_router(dev(), 9, 61, 5, random_floats(9 * 61, 22, -2.0f, 2.0f), false);
+}
+
+// Exact ties (equal logits) go to the lower expert id on both sides, bit for bit.
+TEST_F(RoutingTest, RouterBreaksExactTiesToTheLowerId) {
+  const int ne = 64, k = 4, tokens = 3;
+  std::vector<float> logits(tokens * ne, 0.0f);
+  for (int e : {40, 9, 33, 50, 2}) logits[0 * ne + e] = 1.0f;  // five tied winners: ids 2, 9, 33, 40
+  for (int e = 0; e < ne; ++e) logits[1 * ne + e] = static_cast<float>(e % 8);  // ties at 7: 7, 15, 23, 31
+  // token 2: all equal, the first four ids
+  Buffer lb = to_device(dev(), logits);
+  Buffer ib = dev().create_buffer(tokens * k * 4, MemoryPurpose::Scratch), wb = dev().create_buffer(tokens * k * 4, MemoryPurpose::Scratch);
+  CommandList cl(dev());
+  cl.begin();
+  record_moe_router(cl, dev(), whole(lb), tokens, ne, k, ne, whole(ib), whole(wb));
+  cl.end();
+  cl.run();
+  EXPECT_EQ(from_device<int32_t>(dev(), ib, tokens * k),
+            (std::vector<int32_t>{2, 9, 33, 40, 7, 15, 23, 31, 0, 1, 2, 3}));
+  const std::vector<float> w = from_device<float>(dev(), wb, tokens * k);
+  for (float v : w) EXPECT_FLOAT_EQ(v, 0.25f);
+  EXPECT_THROW(record_moe_router(cl, dev(), whole(lb), 1, 600, 8, 600, whole(ib), whole(wb)), VulkanError);
+}
+
+TEST_F(RoutingTest, ArgmaxMatchesTheGreedyRule) {
+  const int64_t rows = 5, n = 50021, stride = 50024;  // odd row length, padded rows
+  std::vector<float> x = random_floats(static_cast<size_t>(rows * stride), 31, -10.0f, 10.0f);
+  x[0 * stride + 49999] = 20.0f;                              // a clear winner near the end
+  x[1 * stride + 7] = x[1 * stride + 30000] = 25.0f;          // a tie: the lower index
+  x[2 * stride + 0] = 30.0f;                                  // the first entry
+  x[3 * stride + n - 1] = 30.0f;                              // the last entry
+  x[3 * stride + n] = 99.0f;                                  // padding past n is not read
+  for (int64_t i = 0; i < n; ++i) x[4 * stride + i] = -1.0f;  // all equal: index 0
+  Buffer xb = to_device(dev(), x);
+  Buffer best = dev().create_buffer(rows * 8, MemoryPurpose::Scratch, Residency::Host);
+  CommandList cl(dev());
+  cl.begin();
+  record_argmax(cl, dev(), whole(xb), rows, n, stride, whole(best));
+  cl.end();
+  cl.run();
+  const auto* r = static_cast<const uint32_t*>(best.mapped());
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* v = &x[row * stride];
+    const int64_t ref = std::max_element(v, v + n) - v;  // the first of the largest
+    EXPECT_EQ(r[2 * row], static_cast<uint32_t>(ref)) << "row " << row;
+    float val;
+    std::memcpy(&val, &r[2 * row + 1], 4);
+    EXPECT_EQ(val, v[ref]);
+  }
+}
+
+}  // namespace
+}  // namespace clover::vulkan::test

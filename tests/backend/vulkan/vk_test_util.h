@@ -1,0 +1,59 @@
+// Shared pieces of the Vulkan op tests: the device under test (validation on), random inputs,
+// NMSE, and a check that the validation layer stayed silent.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/commands.h"
+#include "backend/vulkan/device.h"
+#include "backend/vulkan/instance.h"
+#include "kernels/matmul.h"
+
+namespace clover::vulkan::test {
+
+// Each case gets an instance with validation and the device under test: CLOVER_VK_TEST_DEVICE
+// (an index) if set, else device 0 (a CPU device such as lavapipe included: a test names it).
+// Skips the case when there is no driver or no device; fails it when the validation layer sent
+// any message during the case.
+class VulkanTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+  Device& dev() { return *device_; }
+  const Instance& inst() { return *instance_; }
+
+  std::unique_ptr<Instance> instance_;
+  std::unique_ptr<Device> device_;
+};
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+
+// A weight matrix of random values in [-scale, scale], stored as `t` (quantised as files are).
+struct HostMatrix {
+  std::vector<uint8_t> bytes;
+  kernels::MatRef ref;
+};
+HostMatrix random_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed, float scale = 1.0f);
+
+// sum (a - b)^2 / sum b^2 (0 when both are zero).
+double nmse(const float* a, const float* ref, size_t n);
+
+// A device buffer holding `v` (Device residency: uploaded through the staging buffer).
+Buffer to_device(Device& dev, const void* data, size_t bytes, MemoryPurpose purpose = MemoryPurpose::Scratch);
+template <class T>
+Buffer to_device(Device& dev, const std::vector<T>& v) {
+  return to_device(dev, v.data(), v.size() * sizeof(T));
+}
+template <class T>
+std::vector<T> from_device(Device& dev, const Buffer& b, size_t n) {
+  std::vector<T> out(n);
+  dev.download(b, 0, out.data(), n * sizeof(T));  // a multiple of 4 bytes in every test
+  return out;
+}
+
+}  // namespace clover::vulkan::test
