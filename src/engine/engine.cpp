@@ -350,8 +350,8 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
     o.mask_token = m.hp().mask_token;
     o.reverse_path = m.hp().has_reverse_path;
     if (opts.on_block)
-      o.observer = [&](const std::vector<int32_t>& block, const std::vector<bool>& decided, int pass) {
-        opts.on_block(BlockEvent{block, decided, pass});
+      o.observer = [&](const decode::BlockView& v) {
+        opts.on_block(BlockEvent{v.tokens, v.decided, v.pass, v.confidence, v.block, v.accepted});
       };
     decode::Context ctx{eng_.forward(), state_, sampler, history_, [this](const model::SeqPass& p) { run_pass(p); }};
     const int32_t pending = sampler.sample(logits.data(), history_).token;
