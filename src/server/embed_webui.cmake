@@ -21,9 +21,8 @@ foreach(pair IN LISTS ASSETS)
   file(READ "${file}" hex HEX)
   string(LENGTH "${hex}" nhex)
   math(EXPR nbytes "${nhex} / 2")
-  # One "0x.." per byte, 24 per line.
+  # One "0x.." per byte (on one line: CMake's regular expressions have no counted repetition).
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
-  string(REGEX REPLACE "((0x..,){24})" "\\1\n" hex "${hex}")
   get_filename_component(ext "${file}" LAST_EXT)
   if(ext STREQUAL ".html")
     set(type "text/html; charset=utf-8")

@@ -13,6 +13,7 @@ const state = {
   key: store.apiKey.get(),
   model: null,
   running: null,   // {controller, view} while an answer streams
+  needKey: false,  // the server refused the key (or none was given): the dialog stays up
 };
 
 // ---- settings ---------------------------------------------------------------------------------
@@ -83,6 +84,7 @@ function askForKey(message) {
   $('key-error').hidden = !message;
   $('key-error').textContent = message ?? '';
   $('key-input').value = '';
+  state.needKey = true;
   setReady(false);
   if (!dlg.open) dlg.showModal();
   $('key-input').focus();
@@ -100,12 +102,17 @@ function bindKeyDialog() {
       return;
     }
     state.key = key;
+    state.needKey = false;
     store.apiKey.set(key);
     $('key-dialog').close();
     modelReady();
   });
-  // Escape would leave a page that cannot talk to the server: keep the dialog up.
+  // Escape would leave a page that cannot talk to the server: keep the dialog up (browsers let a
+  // page cancel Escape only now and then, so a close without a key opens it again).
   $('key-dialog').addEventListener('cancel', (e) => e.preventDefault());
+  $('key-dialog').addEventListener('close', () => {
+    if (state.needKey) $('key-dialog').showModal();
+  });
   $('forget-key').addEventListener('click', () => {
     store.apiKey.clear();
     state.key = '';
@@ -122,7 +129,12 @@ async function connect() {
       return;
     }
     $('model-info').textContent = `cannot reach the server: ${err.message}`;
-    setTimeout(connect, 2000);  // loading the model, or restarting
+    setTimeout(connect, 2000);  // restarting, or not up yet
+    return;
+  }
+  if (!state.model.meta?.n_vocab) {  // listening, the model still loading
+    $('model-info').textContent = 'loading the model…';
+    setTimeout(connect, 1000);
     return;
   }
   modelReady();
