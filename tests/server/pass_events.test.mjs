@@ -7,6 +7,8 @@ import { client, post, MODEL } from './helpers.mjs';
 
 const oai = client();
 const QUESTION = [{ role: 'user', content: 'What is the capital of Australia? One word.' }];
+// One block over several passes (most positions wait for others).
+const SORT = [{ role: 'user', content: 'Sort this list: [12, 5, 33, 8, 21]' }];
 const DRONES = [{ role: 'user', content: 'Dispatch orders: drone D-07 maps the north field; D-12 delivers insulin to Clinic 4. Reply with the JSON list of orders.' }];
 
 async function collect(body) {
@@ -72,8 +74,9 @@ function replay(passes, mode) {
   return { blocks: blocks.size, text };
 }
 
-for (const [mode, messages] of [['diffusion', QUESTION], ['diffusion', DRONES], ['spec', DRONES]]) {
-  test(`pass events on and off give the same text through the openai client (${mode}, ${messages === QUESTION ? 'capital' : 'drones'})`, async () => {
+for (const [mode, name, messages] of [['diffusion', 'capital', QUESTION], ['diffusion', 'sort', SORT], ['diffusion', 'drones', DRONES],
+  ['spec', 'drones', DRONES]]) {
+  test(`pass events on and off give the same text through the openai client (${mode}, ${name})`, async () => {
     const base = { messages, max_tokens: 160 };
     const off = await collect({ ...base, clover: { mode } });
     const on = await collect({ ...base, clover: { mode, pass_events: true } });
