@@ -56,8 +56,8 @@ int BlockView::columns(std::FILE* f) {
 std::string BlockView::cell_text(int32_t token) const {
   std::string out;
   for (char ch : engine_.token_text(token)) {
-    if (ch == '\n') out += "\u23ce";       // return symbol
-    else if (ch == '\t') out += "\u21e5";  // tab symbol
+    if (ch == '\n') out += "\u21b5";       // downwards arrow with corner leftwards
+    else if (ch == '\t') out += "\u2192";  // rightwards arrow
     else if (static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7f) out += ch;
   }
   return out;

@@ -19,6 +19,16 @@ after(async () => {
   await Promise.all([server?.stop(), keyed?.stop()]);
 });
 
+// A fresh browser context (empty local storage) on the page, ready, with these settings.
+async function freshPage(url, { mode = 'diffusion', thinking = true, tools = false } = {}) {
+  const page = await openPage(browser, url);
+  await page.waitForSelector('body[data-ready=true]');
+  await setMode(page, mode);
+  await setThinking(page, thinking);
+  if (tools) await setTools(page, true);
+  return page;
+}
+
 function onlyLocal(page, url) {
   const foreign = page.requests.filter((r) => !r.startsWith(url));
   assert.deepEqual(foreign, [], 'the page fetched something from elsewhere');
@@ -26,10 +36,7 @@ function onlyLocal(page, url) {
 }
 
 test('diffusion, thinking on: Canberra in the answer, reasoning in its box, blocks filled in pass by pass', async () => {
-  const page = await openPage(browser, server.url);
-  await page.waitForSelector('body[data-ready=true]');
-  await setMode(page, 'diffusion');
-  await setThinking(page, true);
+  const page = await freshPage(server.url);
   await watchBlocks(page);
   const msg = await ask(page, QUESTION);
   assert.match(await msg.locator('.answer').innerText(), /Canberra/);
@@ -61,10 +68,7 @@ test('diffusion, thinking on: Canberra in the answer, reasoning in its box, bloc
 });
 
 test('thinking off: no reasoning box and no </think> in the answer', async () => {
-  const page = await openPage(browser, server.url);
-  await page.waitForSelector('body[data-ready=true]');
-  await setMode(page, 'diffusion');
-  await setThinking(page, false);
+  const page = await freshPage(server.url, { thinking: false });
   const msg = await ask(page, QUESTION);
   const answer = await msg.locator('.answer').innerText();
   assert.ok(await msg.locator('details.reasoning').isHidden(), 'no reasoning box');
@@ -75,11 +79,7 @@ test('thinking off: no reasoning box and no </think> in the answer', async () =>
 });
 
 test('tools: "Is it warmer in Lisbon or in Oslo?" with get_weather shows two tool calls', async () => {
-  const page = await openPage(browser, server.url);
-  await page.waitForSelector('body[data-ready=true]');
-  await setMode(page, 'diffusion');
-  await setThinking(page, true);
-  await setTools(page, true);
+  const page = await freshPage(server.url, { tools: true });
   const msg = await ask(page, 'Is it warmer in Lisbon or in Oslo?');
   const calls = msg.locator('.tool-call');
   assert.equal(await calls.count(), 2);
@@ -90,10 +90,27 @@ test('tools: "Is it warmer in Lisbon or in Oslo?" with get_weather shows two too
   await page.context().close();
 });
 
+test('guess-then-verify: each drafted block with the run the verifier kept marked', async () => {
+  const page = await freshPage(server.url, { mode: 'spec' });
+  const msg = await ask(page, 'Dispatch orders: drone D-07 maps the north field; D-12 delivers insulin to Clinic 4. Reply with the JSON list of orders.');
+  assert.match(await msg.locator('.answer').innerText(), /"drone": "D-07"/);
+  const rows = msg.locator('.block-row[data-kind=draft]');
+  const n = await rows.count();
+  assert.ok(n >= 1, 'drafted blocks');
+  for (let i = 0; i < n; ++i) {
+    const note = await rows.nth(i).locator('.bv-note').innerText();
+    const kept = Number(note.match(/^kept (\d+)\/31$/)?.[1]);
+    assert.ok(Number.isInteger(kept), note);
+    // The kept run is marked, from position 1; a rejected rest only if the answer went on.
+    assert.equal(await rows.nth(i).locator('.cell.accepted').count(), Math.min(kept, await rows.nth(i).locator('.cell.accepted, .cell.rejected').count()));
+    if (kept > 0) assert.equal(await rows.nth(i).locator('.cell[data-pos="1"]').getAttribute('class'), 'cell accepted');
+  }
+  onlyLocal(page, server.url);
+  await page.context().close();
+});
+
 test('conversations stay in the browser: a reload shows the answer and its blocks again', async () => {
-  const page = await openPage(browser, server.url);
-  await page.waitForSelector('body[data-ready=true]');
-  await setMode(page, 'diffusion');
+  const page = await freshPage(server.url);
   await ask(page, QUESTION);
   await page.reload();
   await page.waitForSelector('body[data-ready=true]');

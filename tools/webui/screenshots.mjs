@@ -1,4 +1,5 @@
-// Screenshots of the web page for the docs: the middle of a diffusion answer and its end.
+// Screenshots of the web page for the docs: the middle of a diffusion answer, its end, and a
+// guess-then-verify answer.
 //   CLOVER_BIN=build/bin/clover node tools/webui/screenshots.mjs [docs]
 // The tiny model answers in a fraction of a second, so the browser's network is throttled
 // (Chrome DevTools Protocol) while the answer streams: the page is caught live, mid-answer, with
@@ -8,8 +9,10 @@ import { startServer } from '../../tests/webui/clover_server.mjs';
 import { ask, launch, openPage, setMode, setThinking } from '../../tests/webui/page.mjs';
 
 const outDir = process.argv[2] ?? 'docs';
-const PROMPT = 'Dispatch orders: drone D-07 maps the north field; D-12 delivers insulin to Clinic 4; '
+const DRONES = 'Dispatch orders: drone D-07 maps the north field; D-12 delivers insulin to Clinic 4; '
   + 'D-21 searches the old quarry for a lost hiker. Reply with the JSON list of orders.';
+// One block that takes several passes: the numbers fill in out of order.
+const PROMPT = 'Sort this list: [41, 7, 23, 15, 38, 2]';
 
 const server = await startServer();
 const browser = await launch();
@@ -18,26 +21,33 @@ try {
   await page.waitForSelector('body[data-ready=true]');
   await setMode(page, 'diffusion');
   await setThinking(page, true);
-  // A first, short exchange, so the page shows a conversation.
+  // Two exchanges first, so the page shows a conversation (the drone answer takes three blocks).
   await ask(page, 'What is the capital of Australia? One word.');
+  await ask(page, DRONES);
 
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Network.enable');
   await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: 6000, uploadThroughput: -1 });
   await page.fill('#prompt', PROMPT);
   await page.click('#send');
-  // Mid-answer: the second block has started and still has masked cells.
+  // Mid-answer: a few passes done, masked cells left.
   await page.waitForFunction(() => {
     const m = [...document.querySelectorAll('.msg.assistant')].at(-1);
-    const rows = m?.querySelectorAll('.block-row') ?? [];
-    return m?.dataset.state === 'streaming' && rows.length >= 2 && rows[rows.length - 1].querySelector('.cell.mask');
-  }, null, { timeout: 120_000, polling: 20 });
+    const row = m?.querySelector('.block-row');
+    return m?.dataset.state === 'streaming' && row && Number(row.dataset.passes) >= 4 && row.querySelector('.cell.mask');
+  }, null, { timeout: 120_000, polling: 10 });
+  await page.evaluate(() => { const m = document.getElementById('messages'); m.scrollTop = m.scrollHeight; });
   await page.screenshot({ path: path.join(outDir, 'webui-middle.png') });
   await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
   await page.waitForFunction(() => [...document.querySelectorAll('.msg.assistant')].at(-1).dataset.state === 'done', null, { timeout: 120_000 });
   await page.evaluate(() => { const m = document.getElementById('messages'); m.scrollTop = m.scrollHeight; });
   await page.screenshot({ path: path.join(outDir, 'webui-end.png') });
-  console.log(`wrote ${outDir}/webui-middle.png and ${outDir}/webui-end.png`);
+
+  await page.click('#new-chat');
+  await setMode(page, 'spec');
+  const spec = await ask(page, DRONES);
+  await spec.screenshot({ path: path.join(outDir, 'webui-spec.png') });
+  console.log(`wrote webui-middle.png, webui-end.png and webui-spec.png in ${outDir}`);
 } finally {
   await browser.close();
   await server.stop();

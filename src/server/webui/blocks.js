@@ -23,7 +23,8 @@ export function cellColors(pass, confidence) {
 
 // What a cell shows of its token: whitespace made visible, cut to what fits.
 export function cellText(text) {
-  return text.replace(/\n/g, '⏎').replace(/\t/g, '⇥').replace(/ /g, '·');
+  // Glyphs that the common system fonts (DejaVu, Noto, Segoe) all have.
+  return text.replace(/\n/g, '↵').replace(/\t/g, '→').replace(/ /g, '·');
 }
 
 function el(tag, cls, text) {
@@ -72,7 +73,9 @@ export function summarize(events) {
 }
 
 export class BlockView {
-  constructor() {
+  // mode: "diffusion" or "spec" (the legend differs).
+  constructor(mode) {
+    this.mode = mode;
     this.events = [];
     this.blocks = [];
     this.shown = 0;        // events applied to the drawn state
@@ -116,7 +119,11 @@ export class BlockView {
     lg.append(el('span', 'muted', 'deep: sure, pale: unsure'), pale);
     lg.append(el('span', 'lg-cell mask'), el('span', 'muted', 'masked'));
     lg.append(el('span', 'lg-cell after-end'), el('span', 'muted', 'after the end'));
-    lg.append(el('span', 'lg-cell accepted-demo'), el('span', 'muted', 'draft kept by the verifier'));
+    lg.append(el('span', 'lg-cell end', 'end'), el('span', 'muted', 'end token'));
+    if (this.mode === 'spec') {
+      lg.append(el('span', 'lg-cell accepted-demo'), el('span', 'muted', 'draft kept by the verifier'));
+      lg.append(el('span', 'lg-cell rejected-demo'), el('span', 'muted', 'draft rejected'));
+    }
     return lg;
   }
 
@@ -212,12 +219,16 @@ export class BlockView {
       return d;
     }
     d.dataset.pass = String(c.pass);
-    const col = cellColors(c.pass, c.confidence);
-    d.style.background = col.bg;
-    d.style.color = col.fg;
     const isEnd = b.end === p;
-    d.textContent = isEnd ? '⏹' : cellText(c.text);
-    if (isEnd) d.classList.add('end');
+    if (isEnd) {
+      d.classList.add('end');  // drawn apart: it ends the answer, its text is never shown
+      d.textContent = 'end';
+    } else {
+      const col = cellColors(c.pass, c.confidence);
+      d.style.background = col.bg;
+      d.style.color = col.fg;
+      d.textContent = cellText(c.text);
+    }
     if (b.kind === 'draft' && b.accepted >= 0 && p > 0) d.classList.add(p <= b.accepted ? 'accepted' : 'rejected');
     const conf = c.confidence == null ? 'chosen before the block' : `confidence ${(100 * c.confidence).toFixed(1)} %`;
     const by = c.pass === 0 ? 'pending token' : b.kind === 'draft' ? 'drafted' : `pass ${c.pass}`;

@@ -76,7 +76,7 @@ export class MessageView {
     const foot = el('div', 'msg-foot');
     this.stats = el('span', 'stats muted');
     foot.append(this.stats, copyButton(() => this.copyable()));
-    this.blocks = new BlockView();
+    this.blocks = new BlockView(msg.mode);
     this.body.append(this.reasoning, this.toolCalls, this.answer, this.error, this.blocks.root, foot);
     this.draw();
     if (msg.passes?.length) this.blocks.load(msg.passes, msg.stats?.tokensPerSecond);
