@@ -1,5 +1,5 @@
-// Screenshots of the web page for the docs: the middle of a diffusion answer, its end, and a
-// guess-then-verify answer.
+// Screenshots of the web page for the docs: the middle of a diffusion answer, its end, a strip of
+// one block pass by pass, and a guess-then-verify answer.
 //   CLOVER_BIN=build/bin/clover node tools/webui/screenshots.mjs [docs]
 // The tiny model answers in a fraction of a second, so the browser's network is throttled
 // (Chrome DevTools Protocol) while the answer streams: the page is caught live, mid-answer, with
@@ -43,11 +43,26 @@ try {
   await page.evaluate(() => { const m = document.getElementById('messages'); m.scrollTop = m.scrollHeight; });
   await page.screenshot({ path: path.join(outDir, 'webui-end.png') });
 
+  // A strip of frames: the sort's block after each of its passes, from the recorded events.
+  const sort = page.locator('.msg.assistant').last();
+  const total = Number(await sort.locator('.bv-scrub').getAttribute('max'));
+  const frames = [];
+  for (let k = 1; k <= total; ++k) {
+    await sort.locator('.bv-scrub').evaluate((el, v) => { el.value = String(v); el.dispatchEvent(new Event('input')); }, k);
+    frames.push((await sort.locator('.bv-rows').screenshot()).toString('base64'));
+  }
+  const strip = await browser.newPage({ viewport: { width: 1000, height: 100 } });
+  await strip.setContent(`<body style="margin:0;padding:6px 0;background:#fff;font:12px monospace;color:#64748b">${frames.map((f, i) =>
+    `<div style="display:flex;align-items:center;gap:8px;padding:1px 8px"><span style="width:64px;white-space:nowrap">pass ${i + 1}</span>`
+    + `<img src="data:image/png;base64,${f}"></div>`).join('')}</body>`);
+  await strip.screenshot({ path: path.join(outDir, 'webui-strip.png'), fullPage: true });
+  await strip.close();
+
   await page.click('#new-chat');
   await setMode(page, 'spec');
   const spec = await ask(page, DRONES);
   await spec.screenshot({ path: path.join(outDir, 'webui-spec.png') });
-  console.log(`wrote webui-middle.png, webui-end.png and webui-spec.png in ${outDir}`);
+  console.log(`wrote webui-middle.png, webui-end.png, webui-strip.png and webui-spec.png in ${outDir}`);
 } finally {
   await browser.close();
   await server.stop();
