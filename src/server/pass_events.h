@@ -1,8 +1,8 @@
 // Pass events: an extension that streams every denoising pass of a chat completion, for drawing
 // blocks as they fill in (the web page, docs/server.md "Pass events"). Opt-in per request with
-// "clover": {"pass_events": true}. Each pass goes out as an ordinary chat.completion.chunk whose delta is empty
-// and whose top-level "pass_event" object describes the pass, so a client that reads only
-// choices[0].delta sees exactly the text it sees with the option off.
+// "clover": {"pass_events": true}. Each pass goes out as an ordinary chat.completion.chunk whose
+// delta is empty and whose top-level "pass_event" object describes the pass, so a client that
+// reads only choices[0].delta sees exactly the text it sees with the option off.
 #pragma once
 #include <vector>
 
