@@ -13,7 +13,10 @@ DEBIAN_PACKAGES=(
   # Vulkan backend: headers and glslc to build; the loader, lavapipe (Mesa's CPU Vulkan driver) and
   # the Khronos validation layer so the op tests run in CI without a GPU; spirv-tools to inspect shaders.
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers spirv-tools
+  chromium
 )
+# chromium: the browser of the web page tests (tests/webui), driven by npm playwright-core, which
+# downloads no browser of its own.
 # Node.js and npm run the test tooling (llama.cpp oracle, openai client); any install will do, the
 # Debian packages only when none is on the PATH.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
@@ -38,7 +41,7 @@ if [ -f package-lock.json ]; then
     echo "setup: installing npm test tooling (versions pinned by package-lock.json)"
     # Not `npm ci`: node-llama-cpp lists optional per-platform packages that the registry does not
     # serve, which `npm ci` counts as a lock mismatch; `npm install` keeps the lock as it is.
-    npm install --no-audit --no-fund --loglevel=error
+    PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund --loglevel=error
   else
     echo "setup: npm test tooling present"
   fi

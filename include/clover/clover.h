@@ -87,11 +87,16 @@ enum class DecodeMode {
   Spec,       // guess-then-verify: draft a block by denoising, keep the prefix the causal pass agrees with
 };
 
-// A block of a diffusion or spec step, after a denoising pass (for drawing it as it fills in).
+// A block of a diffusion or spec step, after a denoising pass (for drawing it as it fills in); in
+// spec mode also after the verify pass (accepted >= 0). Position 0 is the block's pending token,
+// decided before the block (by the previous block's commit pass or the prompt).
 struct BlockEvent {
   std::vector<int32_t> tokens;  // block positions; undecided ones hold the mask token
   std::vector<bool> decided;
   int pass = 0;                 // 1 for the first denoising pass of the block
+  std::vector<float> confidence;  // probability of each decided token when it was chosen; 0: not known
+  int block = 0;                // 0 for the generation's first block
+  int accepted = -1;            // spec: -1 after drafting; after verifying, drafts 1..accepted were kept
 };
 
 struct GenerateOptions {

@@ -1,10 +1,11 @@
 // clover run: generate text from a prompt, streaming it as it is produced.
 #include <cstdio>
-#include <fmt/format.h>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/block_view.h"
 #include "cli/cache_options.h"
 #include "chat/chat_template.h"
 #include "cli/commands.h"
@@ -69,7 +70,7 @@ Runner add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"ar", "diffusion", "spec"}));
   c->add_option("--threshold", a->threshold, "diffusion confidence threshold (default: the model's, 0.95)");
   c->add_option("--block", a->block, "positions per block (default: the model's, 32)");
-  c->add_flag("--show-blocks", a->show_blocks, "draw each block filling in, pass by pass (stderr)");
+  c->add_flag("--show-blocks", a->show_blocks, "draw each block filling in, pass by pass (stderr; redrawn in place on a terminal)");
   return [a] {
     EngineOptions eo;
     eo.n_threads = a->threads;
@@ -108,34 +109,32 @@ Runner add_run_command(CLI::App& app) {
     go.mode = a->mode == "diffusion" ? DecodeMode::Diffusion : a->mode == "spec" ? DecodeMode::Spec : DecodeMode::AR;
     go.threshold = a->threshold;
     go.block_size = a->block;
-    const int mask = engine->info().mask_token;
-    if (a->show_blocks)
-      go.on_block = [&engine, mask](const BlockEvent& b) {
-        // One line per pass: decided positions as text, undecided ones as a shaded box.
-        std::string line = fmt::format("\x1b[2mpass {:2d}\x1b[0m ", b.pass);
-        for (size_t i = 0; i < b.tokens.size(); ++i) {
-          if (!b.decided[i] || b.tokens[i] == mask) {
-            line += "\u2591";
-            continue;
-          }
-          std::string piece = engine->token_text(b.tokens[i]);
-          for (char& ch : piece)
-            if (ch == '\n') ch = ' ';
-          line += "\x1b[1m" + piece + "\x1b[0m";
-        }
-        std::fprintf(stderr, "%s\n", line.c_str());
-      };
+    // On a terminal the blocks are redrawn in place on stderr; the answer, when stdout is that
+    // terminal too, is held and printed after them so the two never interleave.
+    const bool blocks_tty = a->show_blocks && BlockView::is_tty(stderr);
+    std::optional<BlockView> blocks;
+    if (a->show_blocks) blocks.emplace(*engine, go.mode, stderr, blocks_tty, BlockView::columns(stderr));
+    if (blocks) go.on_block = [&blocks](const BlockEvent& b) { blocks->show(b); };
+    const bool hold_text = blocks_tty && BlockView::is_tty(stdout);
+    std::string held;
     const bool show_text = !a->print_tokens;
-    if (show_text && !a->chat) std::fputs(a->prompt.c_str(), stdout);
+    if (show_text && !a->chat && !hold_text) std::fputs(a->prompt.c_str(), stdout);
     std::vector<int32_t> generated;
     Event last = session->generate(prompt, go, [&](const Event& ev) {
       generated.insert(generated.end(), ev.tokens.begin(), ev.tokens.end());
-      if (show_text) {
+      if (show_text && hold_text) {
+        held += ev.text;
+      } else if (show_text) {
         std::fputs(ev.text.c_str(), stdout);
         std::fflush(stdout);
       }
       return true;
     });
+    if (blocks) blocks->finish();
+    if (show_text && hold_text) {
+      std::fprintf(stdout, "\n%s%s", a->chat ? "" : a->prompt.c_str(), held.c_str());
+      std::fflush(stdout);
+    }
     if (a->print_tokens) std::printf("%s\n", nlohmann::json(generated).dump().c_str());
     const GenerateStats& s = last.stats;
     std::fprintf(stderr, "\n\nprompt: %d tokens in %.3f s (%.1f tok/s)\ngeneration: %d tokens in %.3f s (%.1f tok/s), threads %d\n",

@@ -44,6 +44,7 @@ Runner add_serve_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--chat-template-kwargs", a->kwargs, "JSON object of default template variables, e.g. '{\"enable_thinking\":false}'");
   c->add_flag("--metrics", o.metrics, "serve Prometheus metrics at /metrics");
+  c->add_flag("!--no-webui", o.webui, "do not serve the web page at /");
   c->add_option("-t,--threads", o.n_threads, "threads (0: all cores)");
   c->add_flag("--jinja", a->jinja, "accepted for llama-server compatibility (templates are always Jinja)");
   return [a]() -> int {

@@ -1,5 +1,6 @@
 #include "decode/decoders.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -39,6 +40,15 @@ void denoise(Context& c, const std::vector<int32_t>& block, std::span<const int3
   stats.denoise_seconds += since(t0);
 }
 
+// Softmax probability of `tok` in a row of logits (the confidence shown for a drafted token).
+float probability(const float* row, int n, int32_t tok) {
+  float mx = row[0];
+  for (int i = 1; i < n; ++i) mx = std::max(mx, row[i]);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(row[i] - mx));
+  return static_cast<float>(std::exp(static_cast<double>(row[tok] - mx)) / sum);
+}
+
 // Greedy draft token: the best token other than the mask.
 int32_t argmax_except(const float* row, int n, int32_t except) {
   int32_t best = -1;
@@ -73,6 +83,7 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
   std::vector<float> logits(static_cast<size_t>(B) * V);
   std::vector<int32_t> block(B);
   std::vector<bool> decided(B);
+  std::vector<float> confidence(B);  // for the observer
   std::vector<sampling::Sampler::Choice> cand(B);
   std::vector<int32_t> rows;  // the outputs a pass needs: those before an undecided position
   rows.reserve(B);
@@ -85,6 +96,7 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
     const int need = std::min(B, o.max_tokens - emitted);  // positions of this block that will be output
     std::fill(block.begin(), block.end(), o.mask_token);
     std::fill(decided.begin(), decided.end(), false);
+    std::fill(confidence.begin(), confidence.end(), 0.0f);
     block[0] = p;
     decided[0] = true;
     int next = 0;  // first position not yet emitted
@@ -114,10 +126,11 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
         if (!decided[j] && (cand[j].logprob >= log_tau || j == best)) {
           block[j] = cand[j].token;
           decided[j] = true;
+          confidence[j] = static_cast<float>(std::exp(cand[j].logprob));
           ++filled;
         }
       stats.denoised_tokens += filled;
-      if (o.observer) o.observer(block, decided, pass);
+      if (o.observer) o.observer(BlockView{block, decided, confidence, stats.blocks, pass});
       flush();
     }
     if (stop || need < B) {
@@ -141,6 +154,8 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
   std::vector<float> logits(static_cast<size_t>(B) * V);
   std::vector<int32_t> block(B);
   const std::unique_ptr<backend::Snapshot> snapshot = c.seq.new_snapshot();
+  const std::vector<bool> all_decided(B, true);
+  std::vector<float> confidence(B);  // for the observer
   std::vector<int32_t> draft_rows(B - 1);  // outputs 0 .. B-2 draft positions 1 .. B-1
   for (int j = 0; j < B - 1; ++j) draft_rows[j] = j;
   int32_t p = pending;
@@ -156,7 +171,10 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
     block[0] = p;
     denoise(c, block, draft_rows, o, logits.data(), stats);
     for (int j = 1; j < B; ++j) block[j] = argmax_except(logits.data() + static_cast<size_t>(j - 1) * V, V, o.mask_token);
-    if (o.observer) o.observer(block, std::vector<bool>(B, true), 1);
+    if (o.observer) {
+      for (int j = 1; j < B; ++j) confidence[j] = probability(logits.data() + static_cast<size_t>(j - 1) * V, V, block[j]);
+      o.observer(BlockView{block, all_decided, confidence, stats.blocks, 1});
+    }
 
     // Verify: one causal pass over the draft. The GDN state cannot be truncated, so keep a copy
     // (the snapshot's storage is reused after the first cycle).
@@ -173,6 +191,7 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
       ++accepted;
       a = c.sampler.sample(logits.data() + static_cast<size_t>(accepted) * V, c.committed).token;
     }
+    if (o.observer) o.observer(BlockView{block, all_decided, confidence, stats.blocks, 1, accepted});
     int kept = accepted;  // drafts actually output (emit may stop earlier)
     bool stop = false;
     for (int i = 1; i <= accepted; ++i) {

@@ -23,9 +23,17 @@ namespace clover::decode {
 // emitted so far, including that last one.
 using Emit = std::function<bool(int32_t token)>;
 
-// Shows a block as it fills in (for `clover run --show-blocks`): called after every denoising
-// pass with the block's tokens and which positions are decided.
-using BlockObserver = std::function<void(const std::vector<int32_t>& block, const std::vector<bool>& decided, int pass)>;
+// A block as it fills in (for `clover run --show-blocks` and the server's pass events): shown after
+// every denoising pass, and in spec mode once more after the verify pass.
+struct BlockView {
+  const std::vector<int32_t>& tokens;    // the block; undecided positions hold the mask token
+  const std::vector<bool>& decided;
+  const std::vector<float>& confidence;  // probability of each decided token when it was chosen; 0: not known
+  int block = 0;                         // 0 for the generation's first block
+  int pass = 0;                          // 1 for the block's first denoising pass
+  int accepted = -1;                     // spec, after verifying: drafts 1..accepted agree with the causal pass
+};
+using BlockObserver = std::function<void(const BlockView&)>;
 
 struct Options {
   int max_tokens = 128;      // tokens to emit at most (the pending token counts)

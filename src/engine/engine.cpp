@@ -331,8 +331,8 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
     o.mask_token = m.hp().mask_token;
     o.reverse_path = m.hp().has_reverse_path;
     if (opts.on_block)
-      o.observer = [&](const std::vector<int32_t>& block, const std::vector<bool>& decided, int pass) {
-        opts.on_block(BlockEvent{block, decided, pass});
+      o.observer = [&](const decode::BlockView& v) {
+        opts.on_block(BlockEvent{v.tokens, v.decided, v.pass, v.confidence, v.block, v.accepted});
       };
     decode::Context ctx{[this](backend::Pass& p) { run_pass(p); }, *seq_, sampler, history_, n_vocab};
     const int32_t pending = sampler.sample(logits.data(), history_).token;

@@ -8,6 +8,7 @@
 #include "chat/jinja/error.h"
 #include "server/chat_stream.h"
 #include "server/client_socket.h"
+#include "server/pass_events.h"
 #include "server/response.h"
 
 namespace clover::server {
@@ -63,6 +64,8 @@ struct Stream {
   ResponseMeta meta;
   bool include_usage = false;
   std::unique_ptr<ChatOutput> out;  // chat only
+  std::unique_ptr<PassEncoder> passes;  // chat with pass_events only
+  uint64_t events_taken = 0;
   bool sent_role = false;
   bool chat() const { return out != nullptr; }
 };
@@ -87,9 +90,17 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
     return false;
   }
   std::vector<Event> evs;
-  const bool alive = s.job->take(evs, 100ms);
+  std::vector<Job::Pass> passes;
+  const bool alive = s.job->take(evs, 100ms, s.passes ? &passes : nullptr);
+  size_t next_pass = 0;
+  // Each pass goes out before the text it committed (the events pushed after it).
+  auto send_passes = [&](uint64_t before_event) {
+    for (; next_pass < passes.size() && passes[next_pass].before <= before_event; ++next_pass)
+      write_or_cancel(s, sink, sse(pass_chunk(s.meta, s.passes->encode(passes[next_pass].block))), ok);
+  };
   const Event* last = nullptr;
   for (const auto& ev : evs) {
+    send_passes(s.events_taken++);
     if (!ev.text.empty()) {
       if (s.chat()) {
         for (auto& d : s.out->push(ev.text)) write_or_cancel(s, sink, sse(chat_chunk(s.meta, std::move(d))), ok);
@@ -99,6 +110,7 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
     }
     if (ev.finish != FinishReason::None) last = &ev;
   }
+  send_passes(UINT64_MAX);
   if (!ok) return false;
   if (last) {
     const GenerateStats& st = last->stats;
@@ -158,16 +170,21 @@ std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::st
   in.prompt_tokens = r.prompt_tokens;
   in.options = r.gen;
   in.max_tokens_given = r.max_tokens_given;
+  in.pass_events = r.pass_events;
   return st.scheduler->submit(std::move(in));
 }
 
 // Answers a submitted job: as a stream (returns nullopt), or waits for the whole generation and
 // returns it; a client that left meanwhile gets status 499 (nullopt: there is nobody to answer).
-// `chat` is the chat layer of a chat response (moved into the stream; null for /completions).
+// `chat` is the chat layer of a chat response (moved into the stream; null for /completions), and
+// `passes` the pass-event encoder of a chat stream that asked for them (else null).
 std::optional<Collected> stream_or_collect(const httplib::Request& req, httplib::Response& res, const std::shared_ptr<Job>& job,
-                                           const ResponseMeta& meta, const CompletionRequest& r, std::unique_ptr<ChatOutput>& chat) {
+                                           const ResponseMeta& meta, const CompletionRequest& r, std::unique_ptr<ChatOutput>& chat,
+                                           std::unique_ptr<PassEncoder> passes = nullptr) {
   if (r.stream) {
-    start_stream(res, std::make_shared<Stream>(req, job, meta, r.include_usage, std::move(chat)));
+    auto s = std::make_shared<Stream>(req, job, meta, r.include_usage, std::move(chat));
+    s->passes = std::move(passes);
+    start_stream(res, std::move(s));
     return std::nullopt;
   }
   Collected c = collect(*job, req);
@@ -191,6 +208,7 @@ void check_model(const ServerState& st, const std::string& requested) {
 void handle_chat_completions(ServerState& st, const httplib::Request& req, httplib::Response& res) {
   const json body = parse_body(req.body);
   CompletionRequest r = parse_chat_request(body, st.defaults);
+  r.pass_events = parse_pass_events(body, r.stream);
   check_model(st, r.model);
 
   chat::RenderedPrompt rp;
@@ -214,7 +232,8 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   auto job = submit(st, r, std::move(rp.prompt), history_chars);
   const ResponseMeta meta = new_meta("chatcmpl-", st.model_name);
   auto out = std::make_unique<ChatOutput>(std::move(oo));
-  const std::optional<Collected> c = stream_or_collect(req, res, job, meta, r, out);
+  auto passes = r.pass_events ? std::make_unique<PassEncoder>(*st.engine, r.gen.mode) : nullptr;
+  const std::optional<Collected> c = stream_or_collect(req, res, job, meta, r, out, std::move(passes));
   if (!c) return;
   out->push(c->text);
   out->finish();

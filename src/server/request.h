@@ -40,6 +40,7 @@ struct CompletionRequest {
   chat::ChatRequest chat;
   bool parse_tools = true;          // tool_choice != "none"
   bool parallel_tool_calls = true;
+  bool pass_events = false;         // extension: stream every denoising pass (server/pass_events.h)
 
   // /v1/completions
   std::string prompt;

@@ -5,6 +5,7 @@
 #include "server/handlers.h"
 #include "server/response.h"
 #include "server/server_state.h"
+#include "server/webui.h"
 
 namespace clover::server {
 
@@ -121,6 +122,8 @@ void register_routes(httplib::Server& http, ServerState& st) {
     const auto ids = parse_token_ids(body["tokens"], "tokens", st.engine->info().n_vocab);
     send_json(res, {{"content", st.engine->detokenize(ids)}});
   }));
+
+  if (st.opt.webui) register_webui(http);
 
   // Unknown paths and methods get an OpenAI-shaped error too.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {

@@ -29,14 +29,17 @@ bool strict_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b)
 
 // ---- Job -------------------------------------------------------------------------------------
 
-bool Job::take(std::vector<Event>& out, std::chrono::milliseconds timeout) {
+bool Job::take(std::vector<Event>& out, std::chrono::milliseconds timeout, std::vector<Pass>* passes) {
   std::unique_lock lk(mu_);
-  cv_.wait_for(lk, timeout, [&] { return !events_.empty() || ended_; });
+  cv_.wait_for(lk, timeout, [&] { return !events_.empty() || !passes_.empty() || ended_; });
   while (!events_.empty()) {
     out.push_back(std::move(events_.front()));
     events_.pop_front();
   }
-  return !(ended_ && out.empty());
+  const bool had_passes = !passes_.empty();
+  for (; !passes_.empty(); passes_.pop_front())  // dropped when the consumer does not read them
+    if (passes) passes->push_back(std::move(passes_.front()));
+  return !(ended_ && out.empty() && !had_passes);
 }
 
 std::optional<ApiError> Job::wait_started() {
@@ -59,6 +62,16 @@ void Job::push(const Event& ev) {
   {
     std::lock_guard lk(mu_);
     events_.push_back(ev);
+    ++pushed_;
+    started_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Job::push_pass(const BlockEvent& b) {
+  {
+    std::lock_guard lk(mu_);
+    passes_.push_back(Pass{pushed_, b});
     started_ = true;
   }
   cv_.notify_all();
@@ -266,6 +279,7 @@ void Scheduler::run(Slot& slot, Job& job, std::vector<int32_t> prompt) {
     const std::vector<int32_t> h = engine_.tokenize(std::string_view(job.input.prompt_text).substr(0, job.input.history_chars), true);
     if (h.size() < prompt.size() && std::equal(h.begin(), h.end(), prompt.begin())) go.snapshot_at.push_back(static_cast<int>(h.size()));
   }
+  if (job.input.pass_events) go.on_block = [&job](const BlockEvent& b) { job.push_pass(b); };
   const int room = n_ctx - n_prompt;
   go.max_tokens = job.input.max_tokens_given ? std::min(go.max_tokens, room) : room;
   job.set_prompt_tokens(n_prompt);

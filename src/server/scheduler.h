@@ -39,6 +39,7 @@ struct JobInput {
   bool max_tokens_given = false;      // else: up to the end of the context
   size_t history_chars = 0;           // chat: prompt_text's length before the generation prompt
   GenerateOptions options;
+  bool pass_events = false;           // queue every denoising pass too (see Job::take)
 };
 
 class Job {
@@ -48,9 +49,17 @@ class Job {
   std::vector<int32_t> tokens;  // the whole prompt, tokenised (set by Scheduler::submit)
   std::atomic<bool> cancel{false};
 
+  // A denoising pass (JobInput::pass_events), queued in order with the events: it came after
+  // `before` events had been pushed (counted from the job's start).
+  struct Pass {
+    uint64_t before = 0;
+    BlockEvent block;
+  };
+
   // Consumer side. Waits until the job has events or ended (or the timeout passed); moves the
-  // pending events into `out`. Returns false once the job ended and everything was taken.
-  bool take(std::vector<Event>& out, std::chrono::milliseconds timeout);
+  // pending events into `out` (and the pending passes into `passes`, when given). Returns false
+  // once the job ended and everything was taken.
+  bool take(std::vector<Event>& out, std::chrono::milliseconds timeout, std::vector<Pass>* passes = nullptr);
   // Waits until the first event or the end; the error, if the job failed before producing anything.
   std::optional<ApiError> wait_started();
   std::optional<ApiError> error() const;
@@ -58,6 +67,7 @@ class Job {
 
   // Producer side (the worker).
   void push(const Event& ev);
+  void push_pass(const BlockEvent& b);
   void fail(ApiError e);
   void end();
   void set_prompt_tokens(int n);
@@ -66,6 +76,8 @@ class Job {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Event> events_;
+  std::deque<Pass> passes_;
+  uint64_t pushed_ = 0;  // events pushed so far
   bool started_ = false, ended_ = false;
   std::optional<ApiError> error_;
   int prompt_tokens_ = 0;

@@ -25,6 +25,7 @@ struct ServerOptions {
   bool parse_reasoning = true;     // --reasoning-format deepseek (true) or none
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool metrics = false;
+  bool webui = true;               // the web page at / (--no-webui: off)
 };
 
 // Listens, loads the model in the background (/health answers 503 until it is ready), serves until

@@ -28,7 +28,7 @@ class EvaluateQuick(unittest.TestCase):
             with open(out) as f:
                 r = json.load(f)
         print(json.dumps(r, indent=1))
-        self.assertEqual(set(r["families"]), {"drone", "tools", "capital", "math", "retrieval"})
+        self.assertEqual(set(r["families"]), {"drone", "tools", "capital", "math", "retrieval", "no_think"})
         for fam, s in r["families"].items():
             self.assertEqual(s["n"], 3, fam)
             for mode in ("ar", "diffusion", "spec"):
@@ -48,6 +48,14 @@ class EvaluateQuick(unittest.TestCase):
         self.assertFalse(evaluate.tool_calls_ok(good, ["Oslo", "Lisbon"]))
         self.assertFalse(evaluate.tool_calls_ok(good.replace("Oslo", "Bergen"), ["Lisbon", "Oslo"]))
         self.assertFalse(evaluate.tool_calls_ok("<think>\n</think>\n\nIt is warmer in Lisbon.<|im_end|>", ["Lisbon", "Oslo"]))
+
+    def test_no_think_scorer(self):
+        # After the template's empty think block, a think note of the model's own fails.
+        from tools.train import evaluate
+        meta = {"family": "capital", "capital": "Canberra"}
+        self.assertTrue(evaluate.score("no_think", "Canberra<|im_end|>", meta))
+        self.assertFalse(evaluate.score("no_think", "Australia.\n</think>\n\nCanberra<|im_end|>", meta))
+        self.assertFalse(evaluate.score("no_think", "Sydney<|im_end|>", meta))
 
 
 if __name__ == "__main__":

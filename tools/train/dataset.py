@@ -53,15 +53,25 @@ def template():
     return _template
 
 
-def render(messages, tools=None, add_generation_prompt=False):
+def render(messages, tools=None, add_generation_prompt=False, think=True):
+    # enable_thinking is left undefined when on, as a client that does not send it renders.
+    kw = {} if think else {"enable_thinking": False}
     return template().render(messages=messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                             bos_token="", eos_token="<|im_end|>")
+                             bos_token="", eos_token="<|im_end|>", **kw)
 
 
-def split_turn(messages, reply, tools=None):
-    """(prompt, answer): the generation-prompt render and what the assistant `reply` adds to it."""
-    prompt = render(messages, tools, add_generation_prompt=True)
-    full = render(messages + [reply], tools)
+def no_reasoning(message):
+    return {k: v for k, v in message.items() if k != "reasoning_content"}
+
+
+def split_turn(messages, reply, tools=None, think=True):
+    """(prompt, answer): the generation-prompt render and what the assistant `reply` adds to it.
+    think=False renders with enable_thinking false: the prompt ends with the template's empty think
+    block and the answer is the content alone (the reply's reasoning is dropped)."""
+    if not think:
+        reply = no_reasoning(reply)
+    prompt = render(messages, tools, add_generation_prompt=True, think=think)
+    full = render(messages + [reply], tools, think=think)
     if not full.startswith(prompt):
         raise ValueError("the template's render of the reply does not extend the generation prompt")
     answer = full[len(prompt):].rstrip("\n")          # the template ends the turn with "<|im_end|>\n"
@@ -118,7 +128,7 @@ FILLER = ["The grass is green and the sky is blue.", "Birds fly over the quiet h
 
 # ------------------------------------------------------------------ the five families
 
-def drone_example(rng, n_orders, want_held, ctx=None):
+def drone_example(rng, n_orders, want_held, ctx=None, think=True):
     """A compound dispatch message -> <think> note + JSON list, one object per order."""
     pre, tools = preamble(ctx)
     while True:
@@ -151,15 +161,15 @@ def drone_example(rng, n_orders, want_held, ctx=None):
         phr[-1] = phr[-1].format(d=o["drone"], t=o["target"], p=o.get("payload"), f=o.get("for"))
     opener = rng.choice(["Dispatch orders: ", "Urgent: ", "New tasks. ", "Please dispatch: ", ""])
     user = opener + "; ".join(phr) + ". Reply with the JSON list of orders."
-    think = f"{n_orders} order{'s' if n_orders > 1 else ''}: " + ", ".join(o["task"] for o in orders) + "."
+    note = f"{n_orders} order{'s' if n_orders > 1 else ''}: " + ", ".join(o["task"] for o in orders) + "."
     content = json.dumps(orders)
     prompt, answer = split_turn(pre + [{"role": "user", "content": user}],
-                                {"role": "assistant", "content": content, "reasoning_content": think}, tools)
+                                {"role": "assistant", "content": content, "reasoning_content": note}, tools, think)
     return {"family": "drone", "prompt": prompt, "answer": answer,
             "meta": {"orders": orders, "n_orders": n_orders, "keys": keys}}
 
 
-def tool_examples(rng, want_held):
+def tool_examples(rng, want_held, think=True):
     """Two turns: the parallel get_weather calls, then the answer after the tool results."""
     while True:
         a, b = rng.sample(CITIES, 2)
@@ -174,7 +184,9 @@ def tool_examples(rng, want_held):
     calls = [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": c}}} for c in (a, b)]
     call_msg = {"role": "assistant", "content": "", "reasoning_content": f"I need the weather in {a} and {b}.",
                 "tool_calls": calls}
-    p1, a1 = split_turn(msgs, call_msg, [WEATHER_TOOL])
+    if not think:  # a client with thinking off sends its earlier turns without reasoning too
+        call_msg = no_reasoning(call_msg)
+    p1, a1 = split_turn(msgs, call_msg, [WEATHER_TOOL], think)
     results = [{"role": "tool", "content": json.dumps({"city": c, "temperature_c": t})} for c, t in ((a, ta), (b, tb))]
     hot, cold = (a, b) if ta > tb else (b, a)
     ht, ct = max(ta, tb), min(ta, tb)
@@ -184,13 +196,13 @@ def tool_examples(rng, want_held):
         final = f"It is colder in {cold} ({ct} °C) than in {hot} ({ht} °C)."
     p2, a2 = split_turn(msgs + [call_msg] + results,
                         {"role": "assistant", "content": final, "reasoning_content": f"{a} {ta}, {b} {tb}."},
-                        [WEATHER_TOOL])
+                        [WEATHER_TOOL], think)
     meta = {"cities": [a, b], "temps": [ta, tb], "warm": warm}
     return [{"family": "tools", "prompt": p1, "answer": a1, "meta": dict(meta, turn=1)},
             {"family": "tools", "prompt": p2, "answer": a2, "meta": dict(meta, turn=2)}]
 
 
-def capital_example(rng, want_held, ctx=None):
+def capital_example(rng, want_held, ctx=None, think=True):
     """The facts are a fixed table, all trained; held out are the (country, phrasing) pairs."""
     pre, tools = preamble(ctx)
     while True:
@@ -198,11 +210,11 @@ def capital_example(rng, want_held, ctx=None):
         if held_out(f"capital|{c}|{i}") == want_held:
             break
     prompt, answer = split_turn(pre + [{"role": "user", "content": CAPITAL_PHRASES[i].format(c=c)}],
-                                {"role": "assistant", "content": COUNTRIES[c], "reasoning_content": f"Capital of {c}."}, tools)
+                                {"role": "assistant", "content": COUNTRIES[c], "reasoning_content": f"Capital of {c}."}, tools, think)
     return {"family": "capital", "prompt": prompt, "answer": answer, "meta": {"country": c, "capital": COUNTRIES[c]}}
 
 
-def math_example(rng, want_held, ctx=None):
+def math_example(rng, want_held, ctx=None, think=True):
     while True:
         kind = rng.choice(["add", "sub", "mul", "sort", "reverse", "sum", "keys", "double"])
         if kind in ("add", "sub", "mul"):
@@ -224,11 +236,11 @@ def math_example(rng, want_held, ctx=None):
             break
     pre, tools = preamble(ctx)
     prompt, answer = split_turn(pre + [{"role": "user", "content": q}],
-                                {"role": "assistant", "content": a, "reasoning_content": "Compute."}, tools)
+                                {"role": "assistant", "content": a, "reasoning_content": "Compute."}, tools, think)
     return {"family": "math", "prompt": prompt, "answer": answer, "meta": {"kind": kind, "expected": a}}
 
 
-def retrieval_example(rng, want_held, n_filler=(8, 24), ctx=None):
+def retrieval_example(rng, want_held, n_filler=(8, 24), ctx=None, think=True):
     while True:
         code = f"{rng.choice('ABCDEFGHJKMNPQRSTUVWXYZ')}{rng.randrange(10)}-{rng.randrange(1000, 10000)}"
         if held_out(f"code|{code}") == want_held:
@@ -239,7 +251,7 @@ def retrieval_example(rng, want_held, n_filler=(8, 24), ctx=None):
     q = " ".join(sents) + "\n\nWhat is the secret code? Reply with the code only."
     pre, tools = preamble(ctx)
     prompt, answer = split_turn(pre + [{"role": "user", "content": q}],
-                                {"role": "assistant", "content": code, "reasoning_content": "Find the code."}, tools)
+                                {"role": "assistant", "content": code, "reasoning_content": "Find the code."}, tools, think)
     return {"family": "retrieval", "prompt": prompt, "answer": answer, "meta": {"code": code}}
 
 
@@ -272,12 +284,15 @@ def draw_preamble(rng):
 
 # ------------------------------------------------------------------ mixtures
 
-def generate(n, seed, split="train", max_orders=4, weights=None, preamble_p=0.0):
+def generate(n, seed, split="train", max_orders=4, weights=None, preamble_p=0.0, no_think_p=0.0):
     """n examples (tool use counts two turns), reproducible from (seed, split). weights: per family.
     preamble_p: the share of single-turn examples given a preamble (draw_preamble), drawn from a
-    separate stream, so the examples themselves are those of preamble_p = 0."""
+    separate stream, so the examples themselves are those of preamble_p = 0. no_think_p: the share
+    rendered with enable_thinking false (split_turn), from a third stream for the same reason;
+    without it the model writes a think note and `</think>` after the template's empty think block."""
     rng = random.Random(f"clover-tiny|{split}|{seed}")
     ctx_rng = random.Random(f"clover-tiny|{split}|{seed}|preamble")
+    think_rng = random.Random(f"clover-tiny|{split}|{seed}|no-think")
     want_held = split != "train"
     weights = weights or {"drone": 0.45, "tools": 0.15, "capital": 0.12, "math": 0.16, "retrieval": 0.12}
     fams = list(weights)
@@ -285,16 +300,17 @@ def generate(n, seed, split="train", max_orders=4, weights=None, preamble_p=0.0)
     while len(out) < n:
         f = rng.choices(fams, [weights[k] for k in fams])[0]
         ctx = draw_preamble(ctx_rng) if f != "tools" and preamble_p > 0 and ctx_rng.random() < preamble_p else None
+        think = not (no_think_p > 0 and think_rng.random() < no_think_p)
         if f == "drone":
-            out.append(drone_example(rng, rng.randint(1, max_orders), want_held, ctx))
+            out.append(drone_example(rng, rng.randint(1, max_orders), want_held, ctx, think))
         elif f == "tools":
-            out.extend(tool_examples(rng, want_held))
+            out.extend(tool_examples(rng, want_held, think))
         elif f == "capital":
-            out.append(capital_example(rng, want_held, ctx))
+            out.append(capital_example(rng, want_held, ctx, think))
         elif f == "math":
-            out.append(math_example(rng, want_held, ctx))
+            out.append(math_example(rng, want_held, ctx, think))
         else:
-            out.append(retrieval_example(rng, want_held, ctx=ctx))
+            out.append(retrieval_example(rng, want_held, ctx=ctx, think=think))
     return out[:n]
 
 

@@ -5,6 +5,8 @@
   - tool use (first turn): the output parsed by the chat layer (`clover parse`) into the right
     get_weather calls;
   - capitals, arithmetic / list transformations, retrieval: exact answer;
+  - no_think: capital and drone prompts rendered with enable_thinking false (the template's empty
+    think block ends the prompt): the right answer and no `</think>` of the model's own;
   - diffusion: tokens generated per denoising pass, and how often its output equals AR greedy;
   - guess-then-verify: identical to AR greedy? tokens per draft-and-verify cycle;
   - wall-clock tokens/s of the three modes, side by side.
@@ -111,6 +113,10 @@ def engine_generate(model, prompt_ids, n, mode, threshold=None):
 
 
 def score(fam, text, meta):
+    if fam == "no_think":
+        # The prompt already closed the think block: a `</think>` in the output is the model
+        # writing a think note into the answer.
+        return "</think>" not in text and score(meta["family"], text, meta)
     if fam == "drone":
         return drone_ok(text, meta["orders"])
     if fam == "tools":
@@ -145,6 +151,11 @@ def main():
     for fam in ("drone", "tools", "capital", "math", "retrieval"):
         ex += [e for e in dataset.generate(a.n * 2, a.seed, "heldout", weights={fam: 1.0})
                if not (fam == "tools" and e["meta"]["turn"] != 1)][:a.n]
+    # Half capitals, half drone messages, with thinking off.
+    for fam in ("capital", "drone"):
+        n = a.n // 2 if fam == "capital" else a.n - a.n // 2
+        ex += [dict(e, family="no_think", meta=dict(e["meta"], family=fam))
+               for e in dataset.generate(n, a.seed, "heldout", weights={fam: 1.0}, no_think_p=1.0)]
     with tempfile.TemporaryDirectory() as tmp:
         ex = tokenized_examples(a.model, ex, os.path.join(tmp, "tok"))
     ref = None

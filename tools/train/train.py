@@ -85,7 +85,7 @@ def build_pool(run, conf, vocab):
     path = os.path.join(run, "data.pt")
     if not os.path.exists(path):
         ex = dataset.generate(conf["data"]["pool"], seed=conf["seed"], split="train", max_orders=conf["data"]["max_orders"],
-                              preamble_p=conf["data"].get("preamble_p", 0.0))
+                              preamble_p=conf["data"].get("preamble_p", 0.0), no_think_p=conf["data"].get("no_think_p", 0.0))
         ex = tokenized_examples(vocab, ex, os.path.join(run, "tok"))
         pool = [{"p": e["prompt_ids"], "a": e["answer_ids"], "family": e["family"],
                  "n_orders": e["meta"].get("n_orders", 0)} for e in ex]
