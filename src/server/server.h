@@ -25,6 +25,8 @@ struct ServerOptions {
   bool parse_reasoning = true;     // --reasoning-format deepseek (true) or none
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool metrics = false;
+  int header_timeout_s = 10;       // request line + headers must arrive within this (408 after)
+  int body_timeout_s = 30;         // the body, from the end of the headers (408 after)
 };
 
 // Listens, loads the model in the background (/health answers 503 until it is ready), serves until
