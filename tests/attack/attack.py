@@ -106,7 +106,7 @@ def special_outputs():
 def deep_nesting():
     n = 100000
     expect_clean_exit("parse qwen3 deep call", ["parse", "--format", "qwen3"],
-                      ("<tool_call>\n{\"name\":\"f\",\"arguments\":" + "[" * n + "]" * n + "}\n</tool_call>").encode())
+                      ("<tool_call>\n{\"name\":\"f\",\"arguments\":{\"x\":" + "[" * n + "]" * n + "}}\n</tool_call>").encode())
     tools = os.path.join(TMP, "tools.json")
     json.dump([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
               "properties": {"xs": {"type": "array"}}}}}], open(tools, "w"))
