@@ -1,5 +1,7 @@
 #include "chat/chat_template.h"
 
+#include "chat/json_depth.h"
+
 namespace clover::chat {
 
 json normalize_messages(const json& messages, bool typed_content) {
@@ -18,7 +20,9 @@ json normalize_messages(const json& messages, bool typed_content) {
         if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object()) continue;
         auto& f = tc["function"];
         if (!f.contains("arguments") || !f["arguments"].is_string()) continue;
-        json args = json::parse(f["arguments"].get<std::string>(), nullptr, /*allow_exceptions=*/false);
+        const std::string& text = f["arguments"].get_ref<const std::string&>();
+        if (json_text_depth(text) > kMaxJsonDepth) continue;  // stays a string: too deep to walk
+        json args = json::parse(text, nullptr, /*allow_exceptions=*/false);
         if (args.is_object()) f["arguments"] = std::move(args);
       }
     }
@@ -66,6 +70,10 @@ ChatTemplate::ChatTemplate(std::string_view source, std::string bos, std::string
 }
 
 json ChatTemplate::context(const ChatRequest& req) const {
+  // Copying and converting a value recurses once per level: refuse what would overflow the stack.
+  for (const json* v : {&req.messages, &req.tools, &req.kwargs})
+    if (json_depth(*v) > kMaxJsonDepth)
+      throw jinja::TemplateError("the conversation nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", 0, 0);
   json ctx = json::object();
   ctx["messages"] = normalize_messages(req.messages, typed_content_);
   ctx["tools"] = req.tools;

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "chat/json_depth.h"
 #include "chat/tool_values.h"
 
 namespace clover::chat {
@@ -533,7 +534,9 @@ struct StreamParser::Impl {
     if (close == std::string_view::npos && !final) return Step::NeedMore;
     json_scanned = 0;
     size_t end = close == std::string_view::npos ? s.size() : close;
-    json j = json::parse(s.substr(pos, end - pos), nullptr, false);
+    // Deeper JSON would overflow the stack of dump() below: such a call stays text.
+    const std::string_view body = s.substr(pos, end - pos);
+    json j = json_text_depth(body) <= kMaxJsonDepth ? json::parse(body, nullptr, false) : json(json::value_t::discarded);
     const json* a = nullptr;
     if (j.is_object()) {
       if (j.contains("arguments")) a = &j["arguments"];
@@ -547,7 +550,7 @@ struct StreamParser::Impl {
     std::string arguments = "{}";
     if (a && a->is_object()) {
       arguments = a->dump(-1, ' ', false, json::error_handler_t::replace);
-    } else if (a && a->is_string()) {
+    } else if (a && a->is_string() && json_text_depth(a->get_ref<const std::string&>()) <= kMaxJsonDepth) {
       json inner = json::parse(a->get<std::string>(), nullptr, false);
       if (inner.is_object()) arguments = inner.dump(-1, ' ', false, json::error_handler_t::replace);
     }

@@ -1,5 +1,7 @@
 #include "chat/tool_values.h"
 
+#include "chat/json_depth.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -130,7 +132,7 @@ std::string typed_value_json(std::string_view raw, const std::vector<std::string
       if (s == "false" || s == "False") return "false";
     } else if (t == "null") {
       if (s == "null" || s == "None") return "null";
-    } else if (t == "object" || t == "array") {
+    } else if ((t == "object" || t == "array") && json_text_depth(s) <= kMaxJsonDepth) {  // deeper: a string
       json j = json::parse(s, nullptr, false);
       if ((t == "object" && j.is_object()) || (t == "array" && j.is_array()))
         return j.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -7,6 +7,8 @@
 
 #include "cli/cache_options.h"
 #include "cli/commands.h"
+#include "cli/ranges.h"
+#include "cli/output_path.h"
 #include "cli/token_file.h"
 #include "clover/clover.h"
 
@@ -31,13 +33,14 @@ Runner add_logits_command(CLI::App& app) {
   c->add_flag("--no-reverse", a->no_reverse, "denoise without the reverse in-block GDN path");
   c->add_option("--out", a->out, "output file: float32 [position][n_vocab]")->required();
   c->add_flag("--all", a->all, "logits of every position (default: the last one)");
-  c->add_option("-t,--threads", a->threads, "threads (0: all cores)");
-  c->add_option("-c,--ctx-size", a->n_ctx, "context size (0: the number of tokens)");
+  c->add_option("-t,--threads", a->threads, "threads (0: all cores)")->check(in_range(0, kMaxThreads));
+  c->add_option("-c,--ctx-size", a->n_ctx, "context size (0: the number of tokens)")->check(in_range(0, kMaxContext));
   add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
   c->add_option("-b,--batch", a->batch, "tokens per forward pass");
   c->add_option("--chunk", a->chunk, "feed the tokens in calls of this many tokens (0: one call), to test state carry-over");
   c->add_option("--trace-routing", a->routing_trace, "write every MoE routing decision (layer position experts margin) to FILE");
   return [a] {
+    check_output_path(a->out, "--out");
     // With --denoise the prefix may be empty (a block at the start of a sequence).
     const std::vector<int32_t> ids = read_token_file(a->tokens_file, !a->denoise_block.empty());
     const std::vector<int32_t> block = a->denoise_block.empty() ? std::vector<int32_t>{} : read_token_file(a->denoise_block);

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "chat/json_depth.h"
 #include "chat/output_parser.h"
 #include "cli/commands.h"
 
@@ -39,6 +40,8 @@ Runner add_parse_command(CLI::App& app) {
       ss << f.rdbuf();
       nlohmann::ordered_json tools = nlohmann::ordered_json::parse(ss.str(), nullptr, false);
       if (tools.is_discarded()) throw std::runtime_error(a->tools + ": invalid JSON");
+      if (chat::json_depth(tools) > chat::kMaxJsonDepth)  // copies recurse once per level
+        throw std::runtime_error(a->tools + ": nests deeper than " + std::to_string(chat::kMaxJsonDepth) + " levels");
       opt.tools = tools.is_object() && tools.contains("tools") ? tools["tools"] : tools;
     }
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "patch/patch.h"
 
 namespace clover::cli {
@@ -63,6 +64,7 @@ Runner add_patch_command(CLI::App& app) {
   c->add_flag("--dry-run", a->dry_run, "list what would change; write nothing");
   c->add_flag("-q,--quiet", a->quiet, "no progress bar");
   return [a] {
+    check_output_path(a->out);
     patch::PatchOptions opts;
     opts.target = *patch::target_from_name(a->target);
     opts.keep_diffusion_tensors = a->keep_rev;

@@ -9,6 +9,7 @@
 #include "cli/cache_options.h"
 #include "chat/chat_template.h"
 #include "cli/commands.h"
+#include "cli/ranges.h"
 #include "cli/model_template.h"
 #include "cli/token_file.h"
 #include "clover/clover.h"
@@ -53,14 +54,14 @@ Runner add_run_command(CLI::App& app) {
   p->excludes(pt);
   c->add_flag("--print-tokens", a->print_tokens, "print the generated token ids as a JSON array at the end (stdout)");
   c->add_option("-n,--n-predict", a->n_predict, "tokens to generate")->check(CLI::NonNegativeNumber);
-  c->add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (0: the model's, at most 131072)");
+  c->add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (0: the model's, at most 131072)")->check(in_range(0, kMaxContext));
   add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
-  c->add_option("-t,--threads", a->threads, "threads (0: all cores)");
-  c->add_option("--temp", a->temp, "temperature (0: greedy)");
-  c->add_option("--top-k", a->top_k, "top-k (0: off)");
-  c->add_option("--top-p", a->top_p, "top-p");
-  c->add_option("--min-p", a->min_p, "min-p");
-  c->add_option("--repeat-penalty", a->repeat_penalty, "repeat penalty (1: off)");
+  c->add_option("-t,--threads", a->threads, "threads (0: all cores)")->check(in_range(0, kMaxThreads));
+  c->add_option("--temp", a->temp, "temperature (0: greedy)")->check(in_range(0, 100));
+  c->add_option("--top-k", a->top_k, "top-k (0: off)")->check(in_range(0, 1e9));
+  c->add_option("--top-p", a->top_p, "top-p")->check(in_range(0, 1));
+  c->add_option("--min-p", a->min_p, "min-p")->check(in_range(0, 1));
+  c->add_option("--repeat-penalty", a->repeat_penalty, "repeat penalty (1: off)")->check(in_range(0, 10, /*lo_open=*/true));
   c->add_option("-s,--seed", a->seed, "sampling seed");
   c->add_flag("--special", a->special, "parse special tokens written in the prompt");
   c->add_flag("--ignore-eos", a->ignore_eos, "keep generating after an end-of-generation token");
@@ -68,8 +69,9 @@ Runner add_run_command(CLI::App& app) {
   c->add_flag("--no-think", a->no_think, "with --chat: render with enable_thinking = false");
   c->add_option("--mode", a->mode, "decoding mode: ar, diffusion (block diffusion) or spec (guess-then-verify)")
       ->check(CLI::IsMember({"ar", "diffusion", "spec"}));
-  c->add_option("--threshold", a->threshold, "diffusion confidence threshold (default: the model's, 0.95)");
-  c->add_option("--block", a->block, "positions per block (default: the model's, 32)");
+  c->add_option("--threshold", a->threshold, "diffusion confidence threshold (default: the model's, 0.95)")
+      ->check(in_range(0, 1, /*lo_open=*/true));
+  c->add_option("--block", a->block, "positions per block (default: the model's, 32)")->check(in_range(1, 4096));
   c->add_flag("--show-blocks", a->show_blocks, "draw each block filling in, pass by pass (stderr; redrawn in place on a terminal)");
   return [a] {
     EngineOptions eo;

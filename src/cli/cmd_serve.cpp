@@ -4,6 +4,7 @@
 
 #include "cli/cache_options.h"
 #include "cli/commands.h"
+#include "cli/ranges.h"
 #include "clover/clover.h"
 #include "server/server.h"
 
@@ -25,7 +26,8 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("--host", o.host, "address to listen on")->capture_default_str();
   c->add_option("--port", o.port, "port (0: any free port, printed on start)")->capture_default_str();
   c->add_option("-a,--alias", o.alias, "model name for clients (default: the file name without .gguf)");
-  c->add_option("-c,--ctx-size", o.n_ctx, "context size per slot in tokens (0: the model's, at most 131072)");
+  c->add_option("-c,--ctx-size", o.n_ctx, "context size per slot in tokens (0: the model's, at most 131072)")
+      ->check(in_range(0, kMaxContext));
   add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
   c->add_option("--parallel", o.n_slots, "slots: sessions kept with their own cache")
       ->check(CLI::Range(1, 256))
@@ -33,10 +35,16 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("--max-queue", o.max_queue, "requests allowed to wait for a slot before answering 503")
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
-  c->add_option("--api-key", o.api_key, "require this key (Authorization: Bearer KEY)");
+  CLI::Option* api_key = c->add_option("--api-key", o.api_key, "require this key (Authorization: Bearer KEY)");
+  c->add_option("--header-timeout", o.header_timeout_s, "seconds a request line and headers may take to arrive (408 after)")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  c->add_option("--body-timeout", o.body_timeout_s, "seconds a request body may take to arrive after its headers (408 after)")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
   c->add_option("--mode", a->mode, "default decoding mode")->check(CLI::IsMember({"ar", "diffusion", "spec"}))->capture_default_str();
   c->add_option("--threshold", o.threshold, "default diffusion confidence threshold (default: the model's)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(in_range(0, 1, /*lo_open=*/true));
   c->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's");
   c->add_option("--reasoning-format", a->reasoning_format,
                 "deepseek: reasoning in message.reasoning_content; none: raw output in content, unparsed")
@@ -45,10 +53,12 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("--chat-template-kwargs", a->kwargs, "JSON object of default template variables, e.g. '{\"enable_thinking\":false}'");
   c->add_flag("--metrics", o.metrics, "serve Prometheus metrics at /metrics");
   c->add_flag("!--no-webui", o.webui, "do not serve the web page at /");
-  c->add_option("-t,--threads", o.n_threads, "threads (0: all cores)");
+  c->add_option("-t,--threads", o.n_threads, "threads (0: all cores)")->check(in_range(0, kMaxThreads));
   c->add_flag("--jinja", a->jinja, "accepted for llama-server compatibility (templates are always Jinja)");
-  return [a]() -> int {
+  return [a, api_key]() -> int {
     server::ServerOptions opt = a->opt;
+    // An empty key would silently turn authentication off: whoever wrote --api-key meant it on.
+    if (api_key->count() > 0 && opt.api_key.empty()) throw Error("--api-key must not be empty (leave the option out to serve without a key)");
     if (opt.model_path.empty()) opt.model_path = default_model_path();
     opt.mode = a->mode == "diffusion" ? DecodeMode::Diffusion : a->mode == "spec" ? DecodeMode::Spec : DecodeMode::AR;
     opt.parse_reasoning = a->reasoning_format == "deepseek";

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "runtime/memory_stats.h"
 #include "synth/synth.h"
 
@@ -92,6 +93,7 @@ Runner add_synth_command(CLI::App& app) {
     if (!a->output_type.empty()) cfg.output_type = parse_type(a->output_type), cfg.output_type_set = true;
     cfg.layout = parse_layout(a->layout);
     cfg.vocab_hf_json = a->vocab_hf;
+    check_output_path(a->out);
     const auto t0 = std::chrono::steady_clock::now();
     int last_pct = -1;
     synth::write_model(cfg, a->out, [&](uint64_t done, uint64_t total) {

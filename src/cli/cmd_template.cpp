@@ -8,6 +8,7 @@
 #include <string>
 
 #include "chat/chat_template.h"
+#include "chat/json_depth.h"
 #include "cli/commands.h"
 #include "cli/model_template.h"
 
@@ -24,11 +25,16 @@ std::string read_text_file(const std::string& path) {
 }
 
 chat::json read_json_file(const std::string& path) {
+  chat::json j;
   try {
-    return chat::json::parse(read_text_file(path));
+    j = chat::json::parse(read_text_file(path));
   } catch (const chat::json::parse_error& e) {
     throw std::runtime_error(path + ": invalid JSON: " + e.what());
   }
+  // Copies of a value recurse once per level: refuse what would overflow the stack.
+  if (chat::json_depth(j) > chat::kMaxJsonDepth)
+    throw std::runtime_error(path + ": nests deeper than " + std::to_string(chat::kMaxJsonDepth) + " levels");
+  return j;
 }
 
 }  // namespace

@@ -281,7 +281,9 @@ class ReaderParser {
 std::unique_ptr<Reader> Reader::open(const std::string& path) {
   std::unique_ptr<Reader> r(new Reader());
   r->path_ = path;
-  r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it is
+  // refused just below as not a regular file (the flag changes nothing for regular files).
+  r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (r->fd_ < 0) throw GgufError(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (fstat(r->fd_, &st) != 0) throw GgufError(path + ": cannot stat: " + std::strerror(errno));

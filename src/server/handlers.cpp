@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <vector>
 
 #include "chat/jinja/error.h"
 #include "server/chat_stream.h"
@@ -31,12 +32,16 @@ struct Collected {
   bool client_gone = false;
 };
 
+// Sent once when a waiting client's input ends: an interim response every HTTP/1.1 client skips
+// (RFC 9110, 15.2), so that a client that closed answers with a reset.
+constexpr std::string_view kInterimProbe = "HTTP/1.1 102 Processing\r\n\r\n";
+
 Collected collect(Job& job, const httplib::Request& req) {
   Collected c;
-  const ClientSocket client(req);
+  ClientWatch client(req);
   std::vector<Event> evs;
   while (job.take(evs, 100ms)) {
-    if (client.closed()) {
+    if (client.gone([](const ClientSocket& s) { return s.send_raw(kInterimProbe); })) {
       job.cancel = true;
       c.client_gone = true;
       return c;
@@ -59,7 +64,7 @@ struct Stream {
       : client(req), job(std::move(j)), meta(std::move(m)), include_usage(usage), out(std::move(o)) {}
   // Watched as well as the writes: tokens without text (end tokens under ignore_eos, a partial
   // UTF-8 sequence) write nothing, and a client that left would not be noticed until the end.
-  ClientSocket client;
+  ClientWatch client;
   std::shared_ptr<Job> job;
   ResponseMeta meta;
   bool include_usage = false;
@@ -85,7 +90,8 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
     write_or_cancel(s, sink, sse(chat_chunk(s.meta, {{"role", "assistant"}, {"content", nullptr}})), ok);
     s.sent_role = true;
   }
-  if (s.client.closed()) {
+  // An SSE comment as the probe: clients skip lines that start with ':'.
+  if (s.client.gone([&sink](const ClientSocket&) { return sink.write(": ping\n\n", 8); })) {
     s.job->cancel = true;
     return false;
   }
@@ -160,10 +166,44 @@ void start_stream(httplib::Response& res, std::shared_ptr<Stream> s) {
           return false;
         }
       },
-      [s](bool) { s->job->cancel = true; });  // no-op once the job ended
+      // A stream that ended with [DONE] is not cancelled: the job may not have recorded its end
+      // yet, and a cancel flag set now would count the finished generation as cancelled.
+      [s](bool success) {
+        if (!success) s->job->cancel = true;
+      });
+}
+
+// A prompt of B bytes has at least B / (the longest token's bytes) tokens: a prompt that cannot
+// fit is refused before the tokeniser spends time and memory on it (50 MB took 9-11 s and 1.33 GB).
+void check_prompt_size(const ServerState& st, size_t bytes) {
+  if (st.max_token_bytes == 0) return;
+  const int64_t at_least = static_cast<int64_t>((bytes + st.max_token_bytes - 1) / st.max_token_bytes);
+  const int64_t n_ctx = st.scheduler->n_ctx();
+  if (at_least < n_ctx) return;
+  throw ApiError(400, "exceed_context_size_error",
+                 "the request exceeds the available context size: the prompt has " + std::to_string(bytes) +
+                     " bytes, so at least " + std::to_string(at_least) + " tokens, and the context holds " +
+                     std::to_string(n_ctx) + " (at least one token must be left to generate)",
+                 json{{"n_prompt_tokens", at_least}, {"n_ctx", n_ctx}});
+}
+
+// The bytes of every string in a value (the messages' text, which the prompt holds): counted
+// before rendering, which costs seconds for a message of megabytes.
+size_t string_bytes(const json& v) {
+  size_t n = 0;
+  std::vector<const json*> todo{&v};
+  while (!todo.empty()) {
+    const json* x = todo.back();
+    todo.pop_back();
+    if (x->is_string()) n += x->get_ref<const std::string&>().size();
+    else if (x->is_structured())
+      for (const auto& y : *x) todo.push_back(&y);
+  }
+  return n;
 }
 
 std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text, size_t history_chars = 0) {
+  if (r.prompt_tokens.empty()) check_prompt_size(st, prompt_text.size());
   JobInput in;
   in.history_chars = history_chars;
   in.prompt_text = std::move(prompt_text);
@@ -211,6 +251,7 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   r.pass_events = parse_pass_events(body, r.stream);
   check_model(st, r.model);
 
+  check_prompt_size(st, string_bytes(r.chat.messages));
   chat::RenderedPrompt rp;
   try {
     rp = st.chat_template->apply(r.chat);

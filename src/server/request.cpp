@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "server/api_error.h"
+#include "server/json_limits.h"
 
 namespace clover::server {
 
@@ -87,6 +88,15 @@ void parse_common(const json& body, const RequestDefaults& d, CompletionRequest&
   if (get_int(body, "n", n, 1, std::numeric_limits<int64_t>::max()) && n != 1)
     throw bad_request("only n = 1 is supported", "n");
 
+  // Not implemented yet (the engine API has no logit bias or per-token probabilities): refused
+  // rather than silently ignored, so a client does not act on an answer it did not ask for.
+  if (present(body, "logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
+    throw bad_request("'logit_bias' is not supported by this server", "logit_bias");
+  if (present(body, "logprobs") && body["logprobs"] != false && body["logprobs"] != 0)
+    throw bad_request("'logprobs' is not supported by this server", "logprobs");
+  if (present(body, "top_logprobs") && body["top_logprobs"] != 0)
+    throw bad_request("'top_logprobs' is not supported by this server", "top_logprobs");
+
   GenerateOptions& g = r.gen;
   g.sampling = d.sampling;
   g.mode = d.mode;
@@ -105,7 +115,9 @@ void parse_common(const json& body, const RequestDefaults& d, CompletionRequest&
   if (get_int(body, "top_k", v, 0, kMaxInt)) s.top_k = static_cast<int>(v);
   get_number(body, "presence_penalty", s.presence_penalty, -2.0, 2.0);
   get_number(body, "frequency_penalty", s.frequency_penalty, -2.0, 2.0);
-  get_number(body, "repeat_penalty", s.repeat_penalty, 0.0, 10.0);
+  // 1 is off; 0 would divide the logits by zero (a ratio, not a difference like the others).
+  if (get_number(body, "repeat_penalty", s.repeat_penalty, 0.0, 10.0) && !(s.repeat_penalty > 0.0f))
+    throw bad_request("'repeat_penalty' must be greater than 0 and at most 10 (1 is off; got 0)", "repeat_penalty");
   if (get_int(body, "repeat_last_n", v, 0, kMaxInt)) s.repeat_last_n = static_cast<int>(v);
   int64_t seed = -1;
   get_int(body, "seed", seed, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
@@ -148,26 +160,18 @@ void parse_common(const json& body, const RequestDefaults& d, CompletionRequest&
 }
 
 // Deeply nested values would overflow the stack of the recursive code that walks them later
-// (copies, the chat layer's normalisation, rendering): they are refused up front.
-constexpr int kMaxDepth = 128;
-
-json parse_bounded(std::string_view text, bool& too_deep) {
-  too_deep = false;
-  return json::parse(
-      text,
-      [&](int depth, json::parse_event_t, json&) {
-        if (depth > kMaxDepth) too_deep = true;
-        return !too_deep;
-      },
-      false);
+// (copies, the chat layer's normalisation, rendering), and big objects cost quadratic time to
+// build: both are refused by a linear scan before any DOM is built (json_limits.h).
+json parse_limited(std::string_view text, const std::string& field) {
+  const JsonScan scan = field.empty() ? scan_json(text) : scan_json(text, field);
+  if (!scan.error.empty()) throw bad_request(scan.error, field);
+  return json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
 }  // namespace
 
 json parse_body(const std::string& body) {
-  bool too_deep = false;
-  json j = parse_bounded(body, too_deep);
-  if (too_deep) throw bad_request("the request body nests deeper than " + std::to_string(kMaxDepth) + " levels");
+  json j = parse_limited(body, "");
   if (j.is_discarded()) throw bad_request("the request body is not valid JSON");
   if (!j.is_object()) throw bad_request(std::string("the request body must be a JSON object (got ") + j.type_name() + ")");
   return j;
@@ -183,6 +187,9 @@ CompletionRequest parse_chat_request(const json& body, const RequestDefaults& d)
     const std::string f = "messages[" + std::to_string(i) + "]";
     if (!msgs[i].is_object()) throw wrong_type(f, "an object", msgs[i]);
     if (!msgs[i].contains("role") || !msgs[i]["role"].is_string()) throw bad_request(f + ".role must be a string", f + ".role");
+    // OpenAI requires it: a tool result that names no call cannot be matched to one.
+    if (msgs[i]["role"] == "tool" && !(present(msgs[i], "tool_call_id") && msgs[i]["tool_call_id"].is_string()))
+      throw bad_request(f + ".tool_call_id must be a string (a tool message answers one tool call)", f + ".tool_call_id");
     if (msgs[i].contains("content")) {
       const json& c = msgs[i]["content"];
       if (!c.is_null() && !c.is_string() && !c.is_array()) throw wrong_type(f + ".content", "a string, an array or null", c);
@@ -194,11 +201,7 @@ CompletionRequest parse_chat_request(const json& body, const RequestDefaults& d)
       for (const auto& c : calls) {
         if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) continue;
         const json& a = c["function"].value("arguments", json());
-        bool too_deep = false;
-        if (a.is_string()) parse_bounded(a.get_ref<const std::string&>(), too_deep);
-        if (too_deep)
-          throw bad_request(f + ".tool_calls[].function.arguments nests deeper than " + std::to_string(kMaxDepth) + " levels",
-                            f + ".tool_calls");
+        if (a.is_string()) parse_limited(a.get_ref<const std::string&>(), f + ".tool_calls[].function.arguments");
       }
     }
   }
@@ -227,6 +230,16 @@ CompletionRequest parse_chat_request(const json& body, const RequestDefaults& d)
       if (s == "none") r.parse_tools = false;
     } else if (!tc.is_object()) {
       throw wrong_type("tool_choice", "a string or an object", tc);
+    } else {
+      // {"type":"function","function":{"name":N}}: N must be one of the tools.
+      const json* fn = tc.contains("function") && tc["function"].is_object() ? &tc["function"] : nullptr;
+      if (!fn || !fn->contains("name") || !(*fn)["name"].is_string())
+        throw bad_request("'tool_choice.function.name' must be a string", "tool_choice");
+      const std::string& name = (*fn)["name"].get_ref<const std::string&>();
+      bool found = false;
+      if (r.chat.tools.is_array())
+        for (const auto& t : r.chat.tools) found = found || t["function"]["name"] == name;
+      if (!found) throw bad_request("'tool_choice' names the function '" + name + "', which is not among the tools", "tool_choice");
     }
   }
   if (!r.parse_tools) r.chat.tools = nullptr;  // "none": the model is not told about the tools

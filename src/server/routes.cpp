@@ -2,7 +2,11 @@
 // /v1/models, /metrics, /tokenize, /detokenize).
 #include <httplib.h>
 
+#include <cctype>
+#include <string_view>
+
 #include "server/handlers.h"
+#include "server/http_server.h"
 #include "server/response.h"
 #include "server/server_state.h"
 #include "server/webui.h"
@@ -20,15 +24,37 @@ void send_error(httplib::Response& res, const ApiError& e) {
 
 void send_json(httplib::Response& res, const json& j) { res.set_content(dump(j), "application/json"); }
 
+// Compares in a time that depends on the key's length only, never on where the two first differ
+// (a `!=` returns at the first wrong byte, which lets a client find the key byte by byte).
+bool equal_constant_time(std::string_view given, std::string_view key) {
+  unsigned diff = given.size() != key.size() ? 1u : 0u;
+  for (size_t i = 0; i < key.size(); ++i)
+    diff |= static_cast<unsigned char>(i < given.size() ? given[i] : 0) ^ static_cast<unsigned char>(key[i]);
+  return diff == 0;
+}
+
+bool ascii_iequal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+
 void check_api_key(const ServerState& st, const httplib::Request& req) {
   if (st.opt.api_key.empty()) return;
   std::string key;
   const std::string auth = req.get_header_value("Authorization");
-  if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
-  else if (req.has_header("X-Api-Key")) key = req.get_header_value("X-Api-Key");
+  // The scheme is case-insensitive (RFC 9110, 11.1): "Bearer", "bearer" and "BEARER" are one.
+  const size_t sp = auth.find(' ');
+  if (sp != std::string::npos && ascii_iequal(std::string_view(auth).substr(0, sp), "bearer")) {
+    const size_t b = auth.find_first_not_of(' ', sp);
+    if (b != std::string::npos) key = auth.substr(b);
+  } else if (req.has_header("X-Api-Key")) {
+    key = req.get_header_value("X-Api-Key");
+  }
   if (key.empty())
     throw ApiError(401, "authentication_error", "missing API key: send it as 'Authorization: Bearer <key>'");
-  if (key != st.opt.api_key) throw ApiError(401, "authentication_error", "invalid API key");
+  if (!equal_constant_time(key, st.opt.api_key)) throw ApiError(401, "authentication_error", "invalid API key");
 }
 
 struct RouteFlags {
@@ -49,7 +75,8 @@ Handler wrap(ServerState& st, std::string endpoint, RouteFlags flags, Handler h)
     } catch (const std::exception& e) {
       send_error(res, server_error(e.what()));
     }
-    st.metrics.request_done(endpoint, res.status);
+    // A handler that set no status answers 200 (httplib fills it in only after this).
+    st.metrics.request_done(endpoint, res.status == -1 ? 200 : res.status);
   };
 }
 
@@ -125,14 +152,38 @@ void register_routes(httplib::Server& http, ServerState& st) {
 
   if (st.opt.webui) register_webui(http);
 
-  // Unknown paths and methods get an OpenAI-shaped error too.
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  // A reserve connection (every general thread was taken) serves health and metrics only.
+  http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!HttpServer::current_is_reserve() || req.path == "/health" || req.path == "/v1/health" || req.path == "/metrics")
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, unavailable("the server is busy: every connection thread is taken; retry later"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+
+  // Unknown paths and methods, and requests that could not be read, get an OpenAI-shaped error too.
+  const auto* hs = dynamic_cast<const HttpServer*>(&http);
+  const HttpLimits lim = hs ? hs->limits() : HttpLimits{};
+  http.set_error_handler([lim](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    // httplib answers 400 to any request it could not read; the connection loop knows why.
+    switch (res.status == 400 ? HttpServer::current_read_failure() : ReadFailure::None) {
+      case ReadFailure::Timeout:
+        return send_error(res, ApiError(408, "timeout_error", "the request was not received in time"));
+      case ReadFailure::HeadersTooLarge:
+        return send_error(res, ApiError(431, "invalid_request_error", "the request line and headers are larger than " +
+                                                                          std::to_string(lim.max_header_bytes >> 10) + " KiB (the limit)"));
+      case ReadFailure::ControlByte:
+        return send_error(res, bad_request("the request line or a header holds a NUL or another control byte"));
+      case ReadFailure::None: break;
+    }
     const int status = res.status;
     std::string message = "the request could not be handled (HTTP " + std::to_string(status) + ")";
     if (status == 404) message = "no such endpoint: " + req.method + " " + req.path;
-    if (status == 413)
-      message = "the request body is too large (a form-encoded body is limited to 8 KiB: send Content-Type: application/json)";
+    if (status == 413) {
+      const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
+      message = form ? "the request body is too large (a form-encoded body is limited to 8 KiB: send Content-Type: application/json)"
+                     : "the request body is larger than " + std::to_string(lim.max_body_bytes >> 20) + " MiB (the limit)";
+    }
     send_error(res, ApiError(status, status == 404 ? "not_found_error" : "invalid_request_error", message));
   });
 }

@@ -6,13 +6,17 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "server/http_server.h"
 #include "server/server_state.h"
 
 namespace clover::server {
@@ -43,6 +47,8 @@ void load(ServerState& st) {
   } catch (const std::exception& e) {
     throw Error(std::string("the chat template does not parse: ") + e.what());
   }
+  for (int32_t id = 0; id < st.engine->info().n_vocab; ++id)
+    st.max_token_bytes = std::max(st.max_token_bytes, st.engine->token_text(id).size());
   SchedulerOptions so;
   so.n_slots = st.opt.n_slots;
   so.max_queue = st.opt.max_queue;
@@ -67,11 +73,12 @@ int run_server(const ServerOptions& opt) {
   st.defaults.threshold = opt.threshold;
   st.defaults.chat_template_kwargs = opt.chat_template_kwargs;
 
-  httplib::Server http;
+  HttpLimits limits;
   // Each streaming or waiting request holds a thread: enough for every slot and queued request.
-  const int n_http_threads = opt.n_slots + opt.max_queue + 16;
-  http.new_task_queue = [n_http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_http_threads)); };
-  http.set_payload_max_length(64u << 20);
+  limits.general_threads = opt.n_slots + opt.max_queue + 16;
+  limits.header_timeout_s = opt.header_timeout_s;
+  limits.body_timeout_s = opt.body_timeout_s;
+  HttpServer http(limits);
   http.set_read_timeout(60, 0);
   http.set_write_timeout(60, 0);
   http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
@@ -88,13 +95,16 @@ int run_server(const ServerOptions& opt) {
     port = 0;
   }
   if (port == 0) {
-    std::fprintf(stderr, "error: cannot listen on %s:%d\n", opt.host.c_str(), opt.port);
+    std::fprintf(stderr, "error: cannot listen on %s:%d (the port is taken, or the address is not this machine's)\n",
+                 opt.host.c_str(), opt.port);
     return 1;
   }
+  http.widen_backlog();
   std::fprintf(stderr, "clover serve: listening on http://%s:%d (model %s loading)\n", opt.host.c_str(), port,
                st.model_name.c_str());
 
   bool load_failed = false;
+  std::atomic<bool> listen_ended{false}, load_done{false};
   std::thread loader([&] {
     try {
       const auto t0 = std::chrono::steady_clock::now();
@@ -106,19 +116,28 @@ int run_server(const ServerOptions& opt) {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       load_failed = true;
-      while (!http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      load_done = true;
+      // stop() does nothing before listen starts; once listen has ended there is nothing to stop.
+      while (!http.is_running() && !listen_ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       http.stop();
     }
   });
   std::thread signals([&] {
     int sig = 0;
     sigwait(&sigs, &sig);
+    if (!st.ready.load() && !load_done) {
+      // The load cannot be interrupted and holds nothing that needs flushing (the model file is
+      // mapped read-only): leave now rather than after it (and a second signal would be ignored).
+      std::fprintf(stderr, "clover serve: stopped while the model was loading\n");
+      std::_Exit(128 + sig);
+    }
     std::fprintf(stderr, "clover serve: stopping\n");
     if (st.ready.load()) st.scheduler->cancel_all();
     http.stop();
   });
 
   http.listen_after_bind();
+  listen_ended = true;
   loader.join();
   pthread_kill(signals.native_handle(), SIGTERM);  // wakes the signal thread if no signal came
   signals.join();

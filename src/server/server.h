@@ -26,6 +26,8 @@ struct ServerOptions {
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool metrics = false;
   bool webui = true;               // the web page at / (--no-webui: off)
+  int header_timeout_s = 10;       // request line + headers must arrive within this (408 after)
+  int body_timeout_s = 30;         // the body, from the end of the headers (408 after)
 };
 
 // Listens, loads the model in the background (/health answers 503 until it is ready), serves until

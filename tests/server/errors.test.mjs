@@ -1,9 +1,8 @@
 // Every bad input gets OpenAI's error shape with the right status; never a 500, never a hang.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import OpenAI from 'openai';
-import { client, post, get, MODEL, URL_BASE } from './helpers.mjs';
+import { client, post, get, spawnServer, MODEL, URL_BASE } from './helpers.mjs';
 
 function checkError(r, status, type, pattern) {
   assert.equal(r.status, status, `status (body: ${r.text})`);
@@ -111,23 +110,8 @@ test('unknown endpoint: 404 in the error shape', async () => {
 test('overload: a full queue answers 503 (own server: 1 slot, queue of 1)', async (t) => {
   const bin = process.env.CLOVER_BIN;
   if (!bin) return t.skip('CLOVER_BIN not set');
-  const proc = spawn(bin, ['serve', '-m', process.env.CLOVER_MODEL_PATH, '--port', '0', '--parallel', '1', '--max-queue', '1', '-t', '1'],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
+  const { base, proc } = await spawnServer(['--parallel', '1', '--max-queue', '1', '-t', '1']);
   try {
-    const port = await new Promise((resolve, reject) => {
-      let buf = '';
-      proc.stderr.on('data', (d) => {
-        buf += d;
-        const m = buf.match(/listening on http:\/\/[^:]+:(\d+)/);
-        if (m) resolve(m[1]);
-      });
-      proc.on('exit', () => reject(new Error(`server exited: ${buf}`)));
-    });
-    const base = `http://127.0.0.1:${port}`;
-    for (let i = 0; i < 200; i++) {
-      if ((await fetch(`${base}/health`)).status === 200) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
     const body = JSON.stringify({ prompt: 'once upon a time', max_tokens: 4000, ignore_eos: true, temperature: 0 });
     const send = () => fetch(`${base}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
     const results = await Promise.all(Array.from({ length: 6 }, send));

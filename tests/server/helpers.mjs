@@ -1,4 +1,5 @@
 // Shared helpers for the server tests: the OpenAI client, raw HTTP/SSE access, metrics.
+import { spawn } from 'node:child_process';
 import OpenAI from 'openai';
 
 export const URL_BASE = process.env.CLOVER_URL ?? 'http://127.0.0.1:8080';
@@ -91,3 +92,25 @@ export const TOOLS = [
     },
   },
 ];
+
+// Starts a server of the test's own (`clover serve` with the test model and `args`) and waits for
+// /health; returns {base, port, proc}. Stop it with proc.kill('SIGTERM').
+export async function spawnServer(args) {
+  const proc = spawn(process.env.CLOVER_BIN, ['serve', '-m', process.env.CLOVER_MODEL_PATH, '--port', '0', ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  let buf = '';
+  const port = await new Promise((resolve, reject) => {
+    proc.stderr.on('data', (d) => {
+      buf += d;
+      const m = buf.match(/listening on http:\/\/[^:]+:(\d+)/);
+      if (m) resolve(m[1]);
+    });
+    proc.on('exit', () => reject(new Error(`server exited: ${buf}`)));
+  });
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    if ((await fetch(`${base}/health`)).status === 200) break;
+    await sleep(50);
+  }
+  return { base, port: Number(port), proc, log: () => buf };
+}

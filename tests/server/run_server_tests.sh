@@ -17,7 +17,7 @@ if [ ! -f "$MODEL" ]; then
 fi
 LOG=$(mktemp)
 "$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --parallel 4 --max-queue 64 --metrics --api-key test-key \
-  --alias clover-test -c 4096 -t 2 2>"$LOG" &
+  --alias clover-test -c 4096 -t 2 --header-timeout 2 --body-timeout 3 2>"$LOG" &
 PID=$!
 cleanup() {
   kill "$PID" 2>/dev/null

@@ -192,7 +192,7 @@ test('prefix reuse in chat: a tool-loop turn with thinking off continues the cac
     if (!clean(content)) continue;
     const r2 = await oai.chat.completions.create({
       model: MODEL, max_tokens: 2, temperature: 0, enable_thinking: false,
-      messages: [...messages, { role: 'assistant', content }, { role: 'tool', content: 'result' }],
+      messages: [...messages, { role: 'assistant', content }, { role: 'tool', tool_call_id: 'call_1', content: 'result' }],
     });
     const cached = r2.usage.prompt_tokens_details.cached_tokens;
     // The whole of turn 1 is reused when the answer re-renders to the tokens the model produced;

@@ -1,5 +1,5 @@
-// moe_router.comp against the routing of model/moe.cpp (written out in moe_ref.h, since the CPU
-// does it inline), and argmax.comp against the greedy rule (ties to the lowest id).
+// moe_router.comp against the routing every backend shares (backend/routing.h, through moe_ref.h),
+// and argmax.comp against the greedy rule (ties to the lowest id).
 #include <gtest/gtest.h>
 
 #include <algorithm>
