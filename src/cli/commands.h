@@ -21,5 +21,6 @@ Runner add_parse_command(CLI::App& app);     // parse model output into an OpenA
 Runner add_serve_command(CLI::App& app);     // OpenAI-compatible HTTP server
 Runner add_vocab_command(CLI::App& app);     // train a BPE vocabulary / tokenise a batch
 Runner add_bench_command(CLI::App& app);     // prompt / generation throughput (like llama-bench)
+Runner add_quantize_command(CLI::App& app);  // requantise a GGUF file with a llama-quantize preset
 
 }  // namespace clover::cli

@@ -84,8 +84,10 @@ inline int64_t panel_rows(size_t act_row_bytes, int na) {
   return fit < na ? na : fit / na * na;
 }
 
-// The scalar path for K-quant weights (every row with kquant_dot_ref).
+// The scalar path for K-quant weights (every row with kquant_dot_ref), and the vector one
+// (matmul_kquant_avx2.cpp; the AVX-512 path runs it too).
 void matmul_kquant_ref(const MatmulCall& c);
+void matmul_kquant_avx2(const MatmulCall& c);
 
 // Each ISA file provides one entry point; they are compiled with different target flags and
 // only called when the CPU has the instructions.
