@@ -1,9 +1,9 @@
 // K-quant matmul with AVX2 (also what the AVX-512 path runs: the instructions are the same and
 // the bits are fixed by the order, not by the vector width). Compiled with -mavx2 -mfma.
 //
-// Q6_K (lanes order) and Q4_K matrices of 8k rows (the repacked orders) are vectorised; Q4_K
-// matrices of other row counts and Q5_K run their scalar twins (small or rare in the files this
-// engine loads). Integer sums within a super-block are exact, so the vector code only has to put
+// Q6_K and Q5_K (lanes order) and Q4_K matrices of 8k rows (the repacked orders) are
+// vectorised; Q4_K matrices of other row counts run their scalar twin (small or rare in the files
+// this engine loads). Integer sums within a super-block are exact, so the vector code only has to put
 // the same values into each int32 lane as the order does (matmul_kquant.cpp); the float steps are
 // the twins' steps. One weight row is unpacked per super-block and used for up to kNA
 // activation rows.
@@ -80,6 +80,46 @@ void q6_k_row(const BlockQ6_K* w, const BlockQ8_K* const* a, int na, int64_t nb,
   for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]);
 }
 
+// Q5_K against na activation rows: out[r] = q5_k_dot_lanes8_ref(w, a[r], nb).
+void q5_k_row(const BlockQ5_K* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1);
+  __m256 acc[kNA];
+  float summs[kNA] = {};
+  for (int r = 0; r < na; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ5_K& x = w[b];
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) k4_scale_min(x.scales, j, &sc[j], &mn[j]);
+    // Group g of 32 values: nibbles of chunk g / 2 (low for even g), bit 4 from bit g of qh.
+    const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh));
+    __m256i q[8], s16[8];
+    for (int c = 0; c < 4; ++c) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c));
+      q[2 * c] = _mm256_and_si256(bits, m4);
+      q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+    }
+    for (int g = 0; g < 8; ++g) {
+      const __m256i h = _mm256_and_si256(_mm256_srli_epi16(hb, g), m1);  // bit g of every byte
+      q[g] = _mm256_or_si256(q[g], _mm256_slli_epi16(h, 4));
+      s16[g] = _mm256_set1_epi16(static_cast<short>(sc[g]));
+    }
+    const float dw = fp16_to_fp32(x.d), dminw = fp16_to_fp32(x.dmin);
+    for (int r = 0; r < na; ++r) {
+      const BlockQ8_K& y = a[r][b];
+      __m256i sumi = _mm256_setzero_si256();
+      for (int g = 0; g < 8; ++g) {
+        const __m256i p16 = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 32 * g)));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, s16[g]));
+      }
+      int32_t mins = 0;
+      for (int j = 0; j < 8; ++j) mins += mn[j] * (y.bsums[2 * j] + y.bsums[2 * j + 1]);
+      summs[r] = std::fma(-y.d * dminw, static_cast<float>(mins), summs[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y.d * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
+    }
+  }
+  for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]) + summs[r];
+}
+
 // Q4_K, repacked orders: per group of `group` values the exact sums S (scale x product) and M
 // (min x activation sum), then acc += S * ds, accm += M * dm (fused), result acc - accm.
 void q4_k_blocks_row(const BlockQ4_K* w, const BlockQ8_K* const* a, int na, int64_t nb, int group, float* const* out,
@@ -126,7 +166,7 @@ void q4_k_blocks_row(const BlockQ4_K* w, const BlockQ8_K* const* a, int na, int6
 void matmul_kquant_avx2(const MatmulCall& c) {
   const DType t = c.w->type;
   const bool q4_blocks = t == DType::Q4_K && q4_k_blocks_order(c.w->rows);
-  if (t != DType::Q6_K && !q4_blocks) return matmul_kquant_ref(c);
+  if (t == DType::Q4_K && !q4_blocks) return matmul_kquant_ref(c);
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
   const int64_t nb = c.w->cols / kQK_K;
   const int group = q4_k_group(c.order);
@@ -146,6 +186,7 @@ void matmul_kquant_avx2(const MatmulCall& c) {
           out[r] = c.y + (i0 + r) * c.ldy;
         }
         if (t == DType::Q6_K) q6_k_row(reinterpret_cast<const BlockQ6_K*>(wrow), a, na, nb, out, o);
+        else if (t == DType::Q5_K) q5_k_row(reinterpret_cast<const BlockQ5_K*>(wrow), a, na, nb, out, o);
         else q4_k_blocks_row(reinterpret_cast<const BlockQ4_K*>(wrow), a, na, nb, group, out, o);
       }
     }
