@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "model/hparams.h"
+#include "quantize/mixture.h"
 
 namespace clover::cli {
 
@@ -51,6 +52,13 @@ Runner add_inspect_command(CLI::App& app) {
     }
     std::printf("parameters:    %.3f M\n", params / 1e6);
     for (const auto& [name, e] : by_type) std::printf("  %-5s %5zu tensors %10.2f MiB\n", name.c_str(), e.first, e.second / 1048576.0);
+    std::vector<quantize::TensorDesc> descs;
+    for (const auto& t : r->tensors()) descs.push_back({t.name, t.dims, t.type});
+    const auto preset = quantize::matching_preset(descs, hp.n_layer, hp.n_expert);
+    const auto ftype = r->get_u32_opt("general.file_type");
+    std::printf("types:         %s (general.file_type %s)\n",
+                preset ? fmt::format("those of llama-quantize's {} preset", preset->name).c_str() : "no llama-quantize preset's mixture",
+                ftype ? std::to_string(*ftype).c_str() : "not set");
     if (a->tensors)
       for (const auto& t : r->tensors()) {
         std::string dims;

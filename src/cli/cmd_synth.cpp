@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/output_path.h"
 #include "runtime/memory_stats.h"
+#include "quantize/mixture.h"
 #include "synth/synth.h"
 
 namespace clover::cli {
@@ -13,7 +14,9 @@ namespace clover::cli {
 namespace {
 DType parse_type(const std::string& s) {
   auto t = dtype_from_name(s);
-  if (!t) throw std::invalid_argument("unknown type '" + s + "' (f32, f16, bf16, q8_0, q4_0)");
+  if (!t)
+    throw std::invalid_argument("unknown type '" + s + "' (" + std::string(dtype_supported_list()) + "; or a preset: " +
+                                quantize::preset_names() + ")");
   return *t;
 }
 model::Layout parse_layout(const std::string& s) {
@@ -34,7 +37,7 @@ Runner add_synth_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("synth", "write a random-weight model of the Clover architecture");
   c->add_option("out", a->out, "output GGUF file")->required();
   c->add_option("--preset", a->preset, "tiny | mid | slice | clover-35b");
-  c->add_option("--type", a->type, "weight type of the matrices: f32 f16 bf16 q8_0 q4_0");
+  c->add_option("--type", a->type, "weight type of the matrices (f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k) or a llama-quantize preset (Q4_K_M ...)");
   c->add_option("--embd-type", a->embd_type, "type of token_embd (default: --type)");
   c->add_option("--output-type", a->output_type, "type of output.weight (default: --type)");
   c->add_option("--layout", a->layout, "official | llama-clover | qwen35moe");
@@ -88,7 +91,11 @@ Runner add_synth_command(CLI::App& app) {
     cfg.fuse_gate_up = a->over.fuse_gate_up;
     cfg.tie_output = a->over.tie_output;
     cfg.recurrent_key = a->over.recurrent_key;
-    cfg.type = parse_type(a->type);
+    if (quantize::preset_from_name(a->type)) {
+      cfg.mixture = a->type;  // the matrices are planned in F32, then typed by the preset's rules
+    } else {
+      cfg.type = parse_type(a->type);
+    }
     if (!a->embd_type.empty()) cfg.embd_type = parse_type(a->embd_type), cfg.embd_type_set = true;
     if (!a->output_type.empty()) cfg.output_type = parse_type(a->output_type), cfg.output_type_set = true;
     cfg.layout = parse_layout(a->layout);

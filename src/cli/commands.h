@@ -22,5 +22,6 @@ Runner add_serve_command(CLI::App& app);     // OpenAI-compatible HTTP server
 Runner add_vocab_command(CLI::App& app);     // train a BPE vocabulary / tokenise a batch
 Runner add_bench_command(CLI::App& app);     // prompt / generation throughput (like llama-bench)
 Runner add_devices_command(CLI::App& app);   // list the CPU and the Vulkan devices
+Runner add_quantize_command(CLI::App& app);  // requantise a GGUF file with a llama-quantize preset
 
 }  // namespace clover::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add(clover::cli::add_tokenize_command(app));
   add(clover::cli::add_inspect_command(app));
   add(clover::cli::add_synth_command(app));
+  add(clover::cli::add_quantize_command(app));
   add(clover::cli::add_patch_command(app));
   add(clover::cli::add_vocab_command(app));
   add(clover::cli::add_template_command(app));

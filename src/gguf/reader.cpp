@@ -215,7 +215,7 @@ class ReaderParser {
     const uint32_t ggml_type = read<uint32_t>(what, "type");
     if (!dtype_supported(ggml_type)) {
       fail(what + " has ggml type " + ggml_type_label(ggml_type) +
-           ", which this engine does not support (F32, F16, BF16, Q4_0, Q8_0)");
+           ", which this engine does not support (supported: " + std::string(dtype_supported_list()) + ")");
     }
     t.type = static_cast<DType>(ggml_type);
     std::string why;

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/kquant.h"
+
 namespace clover::kernels {
 
 float fp16_to_fp32(uint16_t h) {
@@ -149,6 +151,10 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q8_0:
       quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
       break;
+    case DType::Q4_K: quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), n); break;
+    case DType::Q5_K: quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), n); break;
+    case DType::Q6_K: quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n); break;
+    case DType::Q8_K: quantize_row_q8_k_activation(src, static_cast<BlockQ8_K*>(dst), n); break;
   }
 }
 
@@ -184,6 +190,15 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
         const float d = fp16_to_fp32(blk[b].d);
         for (int j = 0; j < kQK; ++j) dst[j] = static_cast<float>(blk[b].qs[j]) * d;
       }
+      break;
+    }
+    case DType::Q4_K: dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n); break;
+    case DType::Q5_K: dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, n); break;
+    case DType::Q6_K: dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n); break;
+    case DType::Q8_K: {
+      const auto* blk = static_cast<const BlockQ8_K*>(src);
+      for (int64_t b = 0; b < n / kQK_K; ++b, dst += kQK_K)
+        for (int j = 0; j < kQK_K; ++j) dst[j] = blk[b].d * static_cast<float>(blk[b].qs[j]);
       break;
     }
   }

@@ -2,31 +2,46 @@
 #include "kernels/dtype.h"
 
 #include <algorithm>
+#include <array>
+#include <string>
 
 namespace clover {
 
+namespace {
+struct TypeInfo {
+  DType type;
+  std::string_view name;
+  int64_t block_values;
+  size_t block_bytes;
+  bool weight;  // loadable from a file
+};
+constexpr std::array<TypeInfo, 9> kTypes = {{
+    {DType::F32, "F32", 1, 4, true},
+    {DType::F16, "F16", 1, 2, true},
+    {DType::BF16, "BF16", 1, 2, true},
+    {DType::Q8_0, "Q8_0", kQK, sizeof(BlockQ8_0), true},
+    {DType::Q4_0, "Q4_0", kQK, sizeof(BlockQ4_0), true},
+    {DType::Q4_K, "Q4_K", kQK_K, sizeof(BlockQ4_K), true},
+    {DType::Q5_K, "Q5_K", kQK_K, sizeof(BlockQ5_K), true},
+    {DType::Q6_K, "Q6_K", kQK_K, sizeof(BlockQ6_K), true},
+    {DType::Q8_K, "Q8_K", kQK_K, sizeof(BlockQ8_K), false},
+}};
+
+const TypeInfo* info(DType t) {
+  for (const auto& i : kTypes)
+    if (i.type == t) return &i;
+  return nullptr;
+}
+}  // namespace
+
 int64_t dtype_block_size(DType t) {
-  switch (t) {
-    case DType::Q4_0:
-    case DType::Q8_0:
-      return kQK;
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-      return 1;
-  }
-  return 1;
+  const TypeInfo* i = info(t);
+  return i ? i->block_values : 1;
 }
 
 size_t dtype_block_bytes(DType t) {
-  switch (t) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::Q4_0: return sizeof(BlockQ4_0);
-    case DType::Q8_0: return sizeof(BlockQ8_0);
-  }
-  return 0;
+  const TypeInfo* i = info(t);
+  return i ? i->block_bytes : 0;
 }
 
 size_t dtype_row_bytes(DType t, int64_t n) {
@@ -34,38 +49,36 @@ size_t dtype_row_bytes(DType t, int64_t n) {
 }
 
 std::string_view dtype_name(DType t) {
-  switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::Q4_0: return "Q4_0";
-    case DType::Q8_0: return "Q8_0";
-  }
-  return "?";
+  const TypeInfo* i = info(t);
+  return i ? i->name : "?";
 }
 
 // Case-insensitive: ggml prints "q4_0", llama.cpp's file types say "Q4_0".
 std::optional<DType> dtype_from_name(std::string_view name) {
   auto upper = [](char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c; };
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0}) {
-    const std::string_view n = dtype_name(t);
+  for (const auto& i : kTypes) {
+    const std::string_view n = i.name;
     const auto same = [&](char a, char b) { return a == upper(b); };
-    if (n.size() == name.size() && std::equal(n.begin(), n.end(), name.begin(), same)) return t;
+    if (i.weight && n.size() == name.size() && std::equal(n.begin(), n.end(), name.begin(), same)) return i.type;
   }
   return std::nullopt;
 }
 
 bool dtype_supported(uint32_t ggml_type) {
-  switch (ggml_type) {
-    case static_cast<uint32_t>(DType::F32):
-    case static_cast<uint32_t>(DType::F16):
-    case static_cast<uint32_t>(DType::BF16):
-    case static_cast<uint32_t>(DType::Q4_0):
-    case static_cast<uint32_t>(DType::Q8_0):
-      return true;
-    default:
-      return false;
-  }
+  const TypeInfo* i = info(static_cast<DType>(ggml_type));
+  return i && i->weight;
 }
+
+std::string_view dtype_supported_list() {
+  static const std::string list = [] {
+    std::string s;
+    for (const auto& i : kTypes)
+      if (i.weight) s += (s.empty() ? "" : ", ") + std::string(i.name);
+    return s;
+  }();
+  return list;
+}
+
+bool dtype_is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
 }  // namespace clover

@@ -12,10 +12,15 @@ enum class DType : uint32_t {
   F16 = 1,
   Q4_0 = 2,
   Q8_0 = 8,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,  // activations of K-quant products only; never a weight type here (llama.cpp: same)
   BF16 = 30,
 };
 
-constexpr int64_t kQK = 32;  // values per Q4_0 / Q8_0 block
+constexpr int64_t kQK = 32;   // values per Q4_0 / Q8_0 block
+constexpr int64_t kQK_K = 256;  // values per K-quant super-block
 
 // Blocks laid out exactly as ggml lays them out (so files are byte-compatible).
 struct BlockQ4_0 {
@@ -29,6 +34,36 @@ struct BlockQ8_0 {
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ8_0) == 34);
 
+// K-quants: a super-block of 256 values in 8 sub-blocks of 32 (Q4_K, Q5_K) or 16 of 16 (Q6_K).
+// The 12 scale bytes of Q4_K / Q5_K hold 8 six-bit scales and 8 six-bit mins (kquant.h,
+// k4_scale_min); value = d * scale_j * q - dmin * min_j.
+struct BlockQ4_K {
+  uint16_t d, dmin;   // fp16 super-block scales of the sub-block scales and of the mins
+  uint8_t scales[12];
+  uint8_t qs[128];    // chunk c of 64 values: low nibbles of qs[32c..32c+31] are values 64c..64c+31, high 64c+32..
+};
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];     // bit c of qh[l]: bit 4 of value 32c + l
+  uint8_t qs[128];    // low 4 bits, laid out as Q4_K's
+};
+struct BlockQ6_K {
+  uint8_t ql[128];    // low 4 bits (layout: kquant.h, q6_k_value)
+  uint8_t qh[64];     // high 2 bits
+  int8_t scales[16];  // one per 16 values
+  uint16_t d;         // fp16; value = d * scale * (q - 32)
+};
+struct BlockQ8_K {
+  float d;            // value = q * d
+  int8_t qs[256];
+  int16_t bsums[16];  // sums of the 16 groups of 16 values
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+
 // Values per block (1 for plain float types).
 int64_t dtype_block_size(DType t);
 // Bytes per block.
@@ -37,7 +72,11 @@ size_t dtype_block_bytes(DType t);
 size_t dtype_row_bytes(DType t, int64_t n);
 std::string_view dtype_name(DType t);
 std::optional<DType> dtype_from_name(std::string_view name);
-// True for the ggml type ids this engine can compute with.
+// True for the ggml type ids this engine can compute with as weights (Q8_K is not one).
 bool dtype_supported(uint32_t ggml_type);
+// The supported weight types, for error messages: "F32, F16, BF16, Q8_0, Q4_0, ...".
+std::string_view dtype_supported_list();
+// True for the K-quant weight types (rows a multiple of 256 values).
+bool dtype_is_kquant(DType t);
 
 }  // namespace clover

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernels/convert.h"
+#include "kernels/kquant.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/vecmath_internal.h"  // reduce16
 
@@ -18,6 +19,10 @@ DType activation_type(DType weight_type) {
     case DType::Q4_0:
     case DType::Q8_0:
       return DType::Q8_0;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return DType::Q8_K;
     default:
       return weight_type;
   }
@@ -41,7 +46,9 @@ void ActRows::convert(const float* x, int64_t n_rows, int64_t cols, int64_t x_st
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* src = x + r * x_stride;
     uint8_t* dst = buf_.data() + static_cast<size_t>(r) * row_bytes_;
-    if (type == DType::Q8_0) {
+    if (type == DType::Q8_K) {
+      quantize_row_q8_k_activation(src, reinterpret_cast<BlockQ8_K*>(dst), cols);
+    } else if (type == DType::Q8_0) {
       auto* blocks = reinterpret_cast<BlockQ8_0*>(dst);
       if (simd)
         detail::convert_q8_0_avx512(src, cols, blocks);
@@ -162,11 +169,14 @@ float dot_ref(DType t, const void* wrow, const void* arow, int64_t cols) {
       }
       break;
     }
+    default:
+      break;
   }
   return acc;
 }
 
 void matmul_scalar(const MatmulCall& c) {
+  if (dtype_is_kquant(c.w->type)) return detail::matmul_kquant_ref(c);
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
   for (int64_t i = 0; i < c.n; ++i) {
     const void* arow = c.acts->row(c.act_index(i));

@@ -51,6 +51,18 @@ float q8_0_dot_lanes8_ref(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb);
 float q4_0_dot_lanes8_ref(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb);
 float q4_0_dot_blocks_ref(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb);
 
+// K-quant weights (matmul_kquant.cpp; the orders are described there). Q4_K matrices with a
+// multiple of 8 rows take llama.cpp's repacked orders, summing in groups of 256 values (its gemv)
+// or 64 (its gemm).
+inline bool q4_k_blocks_order(int64_t rows) { return rows % 8 == 0; }
+inline int q4_k_group(SumOrder order) { return order == SumOrder::Gemm ? 64 : 256; }
+float q4_k_dot_lanes8_ref(const BlockQ4_K* w, const BlockQ8_K* a, int64_t nb);
+float q4_k_dot_blocks_ref(const BlockQ4_K* w, const BlockQ8_K* a, int64_t nb, int group);
+float q5_k_dot_lanes8_ref(const BlockQ5_K* w, const BlockQ8_K* a, int64_t nb);
+float q6_k_dot_lanes8_ref(const BlockQ6_K* w, const BlockQ8_K* a, int64_t nb);
+// The twin of the order llama.cpp uses for one row of a `rows`-row matrix of type t.
+float kquant_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_t rows, SumOrder order);
+
 // A call of matmul or matmul_selected: output row i uses activation row (sel ? sel[i] : i).
 struct MatmulCall {
   const MatRef* w;
@@ -71,6 +83,11 @@ inline int64_t panel_rows(size_t act_row_bytes, int na) {
   const int64_t fit = act_row_bytes ? static_cast<int64_t>((size_t{256} << 10) / act_row_bytes) : int64_t{1} << 40;
   return fit < na ? na : fit / na * na;
 }
+
+// The scalar path for K-quant weights (every row with kquant_dot_ref), and the vector one
+// (matmul_kquant_avx2.cpp; the AVX-512 path runs it too).
+void matmul_kquant_ref(const MatmulCall& c);
+void matmul_kquant_avx2(const MatmulCall& c);
 
 // Each ISA file provides one entry point; they are compiled with different target flags and
 // only called when the CPU has the instructions.

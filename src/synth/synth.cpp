@@ -9,6 +9,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/convert.h"
+#include "quantize/mixture.h"
 #include "runtime/thread_pool.h"
 #include "synth/random.h"
 #include "synth/vocab.h"
@@ -91,6 +92,10 @@ uint32_t file_type_of(DType t) {
     case DType::Q4_0: return 2;
     case DType::Q8_0: return 7;
     case DType::BF16: return 32;
+    case DType::Q4_K: return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S: mostly Q4_K
+    case DType::Q5_K: return 16;  // MOSTLY_Q5_K_S
+    case DType::Q6_K: return 18;  // MOSTLY_Q6_K
+    default: return 0;
   }
   return 0;
 }
@@ -204,6 +209,17 @@ std::vector<TensorPlan> plan_tensors(const SynthConfig& c, const std::string& pa
   return std::move(P.plans);
 }
 
+// A preset's types for every tensor, as `clover quantize` would choose them for this model in F32.
+void apply_mixture(const SynthConfig& c, std::vector<TensorPlan>& plans, uint32_t* file_type) {
+  const auto preset = quantize::preset_from_name(c.mixture);
+  check(preset.has_value(), fmt::format("unknown preset '{}' (supported: {})", c.mixture, quantize::preset_names()));
+  std::vector<quantize::TensorDesc> descs;
+  for (const auto& p : plans) descs.push_back({p.name, p.dims, DType::F32});
+  const std::vector<DType> types = quantize::plan_types(*preset, descs, c.n_layer, c.n_expert);
+  for (size_t i = 0; i < plans.size(); ++i) plans[i].type = types[i];
+  *file_type = preset->file_type;
+}
+
 void validate(const SynthConfig& c) {
   check(c.n_layer >= 1 && c.n_layer <= 512, "n_layer must be in [1, 512]");
   check(c.n_embd >= 1 && c.n_vocab >= 1 && c.n_head >= 1 && c.n_head_kv >= 1 && c.head_dim >= 2, "dimensions must be positive");
@@ -236,7 +252,8 @@ void write_model(const SynthConfig& cfg, const std::string& path, const Progress
   using gguf::Value;
   w.set("general.architecture", Value::str(arch));
   w.set("general.name", Value::str(c.name));
-  w.set("general.file_type", Value::u32(file_type_of(c.type)));
+  uint32_t file_type = file_type_of(c.type);
+  w.set("general.file_type", Value::u32(file_type));
   w.set(A + "context_length", Value::u32(c.n_ctx_train));
   w.set(A + "embedding_length", Value::u32(c.n_embd));
   w.set(A + "block_count", Value::u32(c.n_layer));
@@ -277,7 +294,12 @@ void write_model(const SynthConfig& cfg, const std::string& path, const Progress
   write_vocab(w, vocab);
   w.set("tokenizer.chat_template", Value::str(std::string(qwen35_chat_template())));
 
-  const std::vector<TensorPlan> plans = plan_tensors(c, pattern);
+  std::vector<TensorPlan> plans = plan_tensors(c, pattern);
+  if (!c.mixture.empty()) {
+    apply_mixture(c, plans, &file_type);
+    w.set("general.file_type", Value::u32(file_type));  // replaces the value set above, in place
+    w.set("general.quantization_version", Value::u32(2));  // as llama-quantize (and clover quantize) write it
+  }
   uint64_t total = 0;
   for (const auto& p : plans) {
     w.add_tensor(p.name, p.dims, p.type);

@@ -33,6 +33,7 @@ struct SynthConfig {
   DType embd_type = DType::F32;     // token_embd (defaults to `type` unless set explicitly)
   DType output_type = DType::F32;   // output.weight
   bool embd_type_set = false, output_type_set = false;
+  std::string mixture;              // a llama-quantize preset ("Q4_K_M"): its per-tensor types replace the above
   model::Layout layout = model::Layout::Official;
   uint64_t seed = 42;
   bool fuse_qkv = false;       // attention q/k/v as one attn_qkv tensor

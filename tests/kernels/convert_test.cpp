@@ -26,14 +26,21 @@ TEST(DType, SizesNamesAndIds) {
   EXPECT_EQ(dtype_row_bytes(DType::F32, 3), 12u);
   EXPECT_EQ(dtype_block_size(DType::Q4_0), 32);
   EXPECT_EQ(dtype_block_size(DType::F16), 1);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0}) {
+  EXPECT_EQ(dtype_row_bytes(DType::Q4_K, 512), 288u);
+  EXPECT_EQ(dtype_row_bytes(DType::Q5_K, 256), 176u);
+  EXPECT_EQ(dtype_row_bytes(DType::Q6_K, 256), 210u);
+  EXPECT_EQ(dtype_block_size(DType::Q6_K), 256);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     EXPECT_EQ(dtype_from_name(dtype_name(t)), t);
     EXPECT_TRUE(dtype_supported(static_cast<uint32_t>(t)));
   }
   EXPECT_EQ(dtype_from_name("q4_0"), DType::Q4_0);
-  EXPECT_FALSE(dtype_from_name("Q4_K").has_value());
-  EXPECT_FALSE(dtype_supported(12));  // Q4_K
-  EXPECT_FALSE(dtype_supported(3));   // Q4_1
+  EXPECT_EQ(dtype_from_name("q6_k"), DType::Q6_K);
+  EXPECT_FALSE(dtype_from_name("Q8_K").has_value());  // activations only
+  EXPECT_FALSE(dtype_supported(15));                  // Q8_K
+  EXPECT_FALSE(dtype_supported(11));                  // Q3_K
+  EXPECT_FALSE(dtype_supported(3));                   // Q4_1
+  EXPECT_EQ(dtype_supported_list(), "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K");
 }
 
 TEST(Fp16, KnownValues) {

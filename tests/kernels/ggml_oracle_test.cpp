@@ -22,6 +22,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/vecmath.h"
+#include "ggml_lib.h"
 
 namespace clover::kernels {
 namespace {
@@ -47,22 +48,9 @@ struct Ggml {
   std::string why;
 
   Ggml() {
-    const char* src = std::getenv("CLOVER_SOURCE_DIR");
-    const std::string dir =
-        std::string(src ? src : CLOVER_SOURCE_DIR_DEFAULT) + "/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/";
-    base = dlopen((dir + "libggml-base.so").c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (!base) {
-      why = "ggml not installed (" + dir + ")";
-      return;
-    }
-    // The CPU backend variant this machine can run.
-    const char* variant = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16") ? "zen4"
-                          : __builtin_cpu_supports("avx2") ? "haswell" : "x64";
-    cpu = dlopen((dir + "libggml-cpu-" + variant + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!cpu) {
-      why = std::string("cannot load ggml-cpu: ") + dlerror();
-      return;
-    }
+    const testing::GgmlLibs& libs = testing::ggml_libs();
+    base = libs.base, cpu = libs.cpu, why = libs.why;
+    if (!why.empty()) return;
     fp32_to_fp16 = reinterpret_cast<decltype(fp32_to_fp16)>(dlsym(base, "ggml_fp32_to_fp16"));
     fp32_to_bf16 = reinterpret_cast<decltype(fp32_to_bf16)>(dlsym(base, "ggml_fp32_to_bf16"));
     q4_0_ref = reinterpret_cast<decltype(q4_0_ref)>(dlsym(base, "quantize_row_q4_0_ref"));
@@ -76,8 +64,6 @@ struct Ggml {
     silu = reinterpret_cast<decltype(silu)>(dlsym(cpu, "ggml_vec_silu_f32"));
     swiglu = reinterpret_cast<decltype(swiglu)>(dlsym(cpu, "ggml_vec_swiglu_f32"));
     soft_max = reinterpret_cast<decltype(soft_max)>(dlsym(cpu, "ggml_vec_soft_max_f32"));
-    auto init = reinterpret_cast<void (*)()>(dlsym(cpu, "ggml_cpu_init"));
-    if (init) init();
     if (!fp32_to_fp16 || !fp32_to_bf16 || !q4_0_ref || !q8_0_ref || !q8_0_act || !dot_q4_0 || !dot_q8_0 || !dot_f32 ||
         !dot_f16 || !dot_bf16 || !silu || !swiglu || !soft_max) {
       why = "ggml symbols missing";

@@ -17,7 +17,7 @@
 namespace clover::kernels {
 namespace {
 
-constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0};
+constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 constexpr Isa kIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512};
 
 // A weight matrix stored as `type`, rows `stride` bytes apart (a few bytes of padding between
@@ -79,6 +79,11 @@ TEST_P(MatmulPath, MatchesReferenceOnOddShapes) {
                                {13, 4064, 33}, {8, 160, 8}, {9, 224, 17}, {2, 2048, 32}};
   std::uniform_int_distribution<int> ur(1, 67), uc(1, 128), un(1, 33);
   for (int i = 0; i < 12; ++i) shapes.push_back({ur(rng), 32 * uc(rng), un(rng)});
+  if (dtype_is_kquant(type())) {  // rows of whole 256-value super-blocks; 8k rows take Q4_K's repacked orders
+    shapes = {{1, 256, 1}, {3, 512, 2}, {8, 768, 5}, {9, 256, 17}, {16, 2048, 4}, {40, 1280, 33}, {24, 4096, 3}};
+    std::uniform_int_distribution<int> uk(1, 12);
+    for (int i = 0; i < 8; ++i) shapes.push_back({ur(rng), 256 * uk(rng), un(rng)});
+  }
   if (type() == DType::F32 || type() == DType::F16 || type() == DType::BF16) {
     shapes.push_back({7, 33, 3});  // float types: any number of columns
     shapes.push_back({5, 1, 2});
@@ -93,6 +98,22 @@ TEST_P(MatmulPath, MatchesReferenceOnOddShapes) {
     std::vector<float> want(static_cast<size_t>(s.n * s.rows)), got(want.size(), NAN);
     matmul_ref(w.ref(), acts, want.data(), s.rows, 0, s.rows);
     with_isa(isa(), [&] { matmul(w.ref(), acts, got.data(), s.rows, 0, s.rows); });
+    if (dtype_is_kquant(type())) {  // the paths give the twins' bits, in both orders
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+          << dtype_name(type()) << " " << isa_name(isa()) << " rows " << s.rows << " cols " << s.cols << " n " << s.n;
+      const MatRef m = w.ref();
+      for (int64_t r = 0; r < s.n; ++r)
+        for (int64_t o = 0; o < s.rows; ++o)
+          ASSERT_EQ(want[r * s.rows + o], detail::kquant_dot_ref(type(), w.data.data() + o * w.stride, acts.row(r), s.cols,
+                                                                   s.rows, SumOrder::Gemm));
+      std::vector<float> vd(got.size()), vd_ref(got.size());
+      with_isa(isa(), [&] { matmul(m, acts, vd.data(), s.rows, 0, s.rows, SumOrder::VecDot); });
+      for (int64_t r = 0; r < s.n; ++r)
+        for (int64_t o = 0; o < s.rows; ++o)
+          vd_ref[r * s.rows + o] = detail::kquant_dot_ref(type(), w.data.data() + o * w.stride, acts.row(r), s.cols, s.rows,
+                                                          SumOrder::VecDot);
+      ASSERT_EQ(0, std::memcmp(vd.data(), vd_ref.data(), vd.size() * sizeof(float))) << "VecDot order, rows " << s.rows;
+    }
 
     // Tolerance: a few float roundings relative to the sum of |terms| (activations as converted).
     std::vector<float> xa(static_cast<size_t>(s.cols));
@@ -115,8 +136,10 @@ TEST_P(MatmulPath, MatchesReferenceOnOddShapes) {
 TEST_P(MatmulPath, BatchInvariantBitwise) {
   std::mt19937 rng(99 + static_cast<int>(type()));
   const DType at = activation_type(type());
-  for (int64_t cols : {int64_t{32}, int64_t{96}, int64_t{416}, int64_t{2048}, int64_t{8192}}) {  // 8192: several panels
-    const int64_t rows = 37, n = 33;
+  const bool kq = dtype_is_kquant(type());
+  const std::vector<int64_t> col_list = kq ? std::vector<int64_t>{256, 768, 2048, 8192} : std::vector<int64_t>{32, 96, 416, 2048, 8192};
+  for (int64_t cols : col_list) {  // 8192: several panels
+    const int64_t rows = kq ? 40 : 37, n = 33;  // K-quants: 40 rows take Q4_K's repacked order
     const Weights w = make_weights(type(), rows, cols, rng);
     const std::vector<float> x = random_acts(n, cols, rng);
     ActRows all;

@@ -38,9 +38,11 @@ class ActSet {
   const kernels::ActRows& get(DType weight_type) const { return sets_[index(kernels::activation_type(weight_type))]; }
 
  private:
-  static int index(DType a) { return a == DType::F32 ? 0 : a == DType::F16 ? 1 : a == DType::BF16 ? 2 : 3; }
-  kernels::ActRows sets_[4];
-  bool ready_[4] = {};
+  static int index(DType a) {
+    return a == DType::F32 ? 0 : a == DType::F16 ? 1 : a == DType::BF16 ? 2 : a == DType::Q8_0 ? 3 : 4;  // 4: Q8_K
+  }
+  kernels::ActRows sets_[5];
+  bool ready_[5] = {};
   const float* x_ = nullptr;
   int64_t rows_ = 0, cols_ = 0, stride_ = 0;
 };

@@ -1,0 +1,196 @@
+// K-quant matmul with AVX2 (also what the AVX-512 path runs: the instructions are the same and
+// the bits are fixed by the order, not by the vector width). Compiled with -mavx2 -mfma.
+//
+// Q6_K and Q5_K (lanes order) and Q4_K matrices of 8k rows (the repacked orders) are
+// vectorised; Q4_K matrices of other row counts run their scalar twin (small or rare in the files
+// this engine loads). Integer sums within a super-block are exact, so the vector code only has to put
+// the same values into each int32 lane as the order does (matmul_kquant.cpp); the float steps are
+// the twins' steps. One weight row is unpacked per super-block and used for up to kNA
+// activation rows.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/convert.h"
+#include "kernels/kquant.h"
+#include "kernels/matmul_internal.h"
+
+namespace clover::kernels::detail {
+namespace {
+
+constexpr int kNA = 4;  // activation rows per weight row pass
+
+#define CLOVER_INLINE inline __attribute__((always_inline))
+
+CLOVER_INLINE int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// hsum_float_8: lanes l + 4, then (0 + 2) + (1 + 3).
+CLOVER_INLINE float hsum8(__m256 v) {
+  __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+// Q6_K against na activation rows: out[r] = q6_k_dot_lanes8_ref(w, a[r], nb).
+void q6_k_row(const BlockQ6_K* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+  __m256 acc[kNA];
+  for (int r = 0; r < na; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ6_K& x = w[b];
+    // The 8 groups of 32 unsigned 6-bit values, and per group the two scales (16 values each)
+    // widened to 16 int16 lanes.
+    __m256i q[8], sc[8];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h + 32));
+      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h));
+      q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+      q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+      q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+      q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+    }
+    for (int g = 0; g < 8; ++g)
+      sc[g] = _mm256_setr_m128i(_mm_set1_epi16(x.scales[2 * g]), _mm_set1_epi16(x.scales[2 * g + 1]));
+    // Lane l of the offset term: scales 2l, 2l + 1 times the activation sums of their 16 values.
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
+    const float dw = fp16_to_fp32(x.d);
+    for (int r = 0; r < na; ++r) {
+      const BlockQ8_K& y = a[r][b];
+      __m256i sumi = _mm256_setzero_si256();
+      for (int g = 0; g < 8; ++g) {
+        const __m256i p16 = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 32 * g)));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, sc[g]));
+      }
+      const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), sc16);
+      sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(off, 5));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y.d * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
+    }
+  }
+  for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]);
+}
+
+// Q5_K against na activation rows: out[r] = q5_k_dot_lanes8_ref(w, a[r], nb).
+void q5_k_row(const BlockQ5_K* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1);
+  __m256 acc[kNA];
+  float summs[kNA] = {};
+  for (int r = 0; r < na; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ5_K& x = w[b];
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) k4_scale_min(x.scales, j, &sc[j], &mn[j]);
+    // Group g of 32 values: nibbles of chunk g / 2 (low for even g), bit 4 from bit g of qh.
+    const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh));
+    __m256i q[8], s16[8];
+    for (int c = 0; c < 4; ++c) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c));
+      q[2 * c] = _mm256_and_si256(bits, m4);
+      q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+    }
+    for (int g = 0; g < 8; ++g) {
+      const __m256i h = _mm256_and_si256(_mm256_srli_epi16(hb, g), m1);  // bit g of every byte
+      q[g] = _mm256_or_si256(q[g], _mm256_slli_epi16(h, 4));
+      s16[g] = _mm256_set1_epi16(static_cast<short>(sc[g]));
+    }
+    const float dw = fp16_to_fp32(x.d), dminw = fp16_to_fp32(x.dmin);
+    for (int r = 0; r < na; ++r) {
+      const BlockQ8_K& y = a[r][b];
+      __m256i sumi = _mm256_setzero_si256();
+      for (int g = 0; g < 8; ++g) {
+        const __m256i p16 = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 32 * g)));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, s16[g]));
+      }
+      int32_t mins = 0;
+      for (int j = 0; j < 8; ++j) mins += mn[j] * (y.bsums[2 * j] + y.bsums[2 * j + 1]);
+      summs[r] = std::fma(-y.d * dminw, static_cast<float>(mins), summs[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y.d * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
+    }
+  }
+  for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]) + summs[r];
+}
+
+// Q4_K, repacked orders: per group of `group` values the exact sums S (scale x product) and M
+// (min x activation sum), then acc += S * ds, accm += M * dm (fused), result acc - accm.
+void q4_k_blocks_row(const BlockQ4_K* w, const BlockQ8_K* const* a, int na, int64_t nb, int group, float* const* out,
+                     int64_t o) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  float acc[kNA] = {}, accm[kNA] = {};
+  const int chunks_per_group = group / 64;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ4_K& x = w[b];
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) k4_scale_min(x.scales, j, &sc[j], &mn[j]);
+    __m256i lo[4], hi[4], slo[4], shi[4];
+    for (int c = 0; c < 4; ++c) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c));
+      lo[c] = _mm256_and_si256(bits, m4);
+      hi[c] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+      slo[c] = _mm256_set1_epi16(static_cast<short>(sc[2 * c]));
+      shi[c] = _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]));
+    }
+    const float d = fp16_to_fp32(x.d), dmin = fp16_to_fp32(x.dmin);
+    for (int r = 0; r < na; ++r) {
+      const BlockQ8_K& y = a[r][b];
+      const float ds = d * y.d, dm = dmin * y.d;
+      for (int c0 = 0; c0 < 4; c0 += chunks_per_group) {
+        __m256i s = _mm256_setzero_si256();
+        int32_t m = 0;
+        for (int c = c0; c < c0 + chunks_per_group; ++c) {
+          const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c));
+          const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c + 32));
+          s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], alo), slo[c]));
+          s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], ahi), shi[c]));
+          m += mn[2 * c] * (y.bsums[4 * c] + y.bsums[4 * c + 1]) + mn[2 * c + 1] * (y.bsums[4 * c + 2] + y.bsums[4 * c + 3]);
+        }
+        acc[r] = std::fma(static_cast<float>(hsum_i32(s)), ds, acc[r]);
+        accm[r] = std::fma(static_cast<float>(m), dm, accm[r]);
+      }
+    }
+  }
+  for (int r = 0; r < na; ++r) out[r][o] = acc[r] - accm[r];
+}
+
+}  // namespace
+
+void matmul_kquant_avx2(const MatmulCall& c) {
+  const DType t = c.w->type;
+  const bool q4_blocks = t == DType::Q4_K && q4_k_blocks_order(c.w->rows);
+  if (t == DType::Q4_K && !q4_blocks) return matmul_kquant_ref(c);
+  const auto* wbase = static_cast<const uint8_t*>(c.w->data);
+  const int64_t nb = c.w->cols / kQK_K;
+  const int group = q4_k_group(c.order);
+  // Weight rows outer: each row's blocks are read once per group of kNA activation rows, and a
+  // long batch is cut into panels of activation rows that stay in L2.
+  const int64_t panel = panel_rows(dtype_row_bytes(DType::Q8_K, c.w->cols), kNA);
+  for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
+    const int64_t p1 = std::min(c.n, p0 + panel);
+    for (int64_t o = c.o_begin; o < c.o_end; ++o) {
+      const uint8_t* wrow = wbase + static_cast<size_t>(o) * c.w->row_stride;
+      for (int64_t i0 = p0; i0 < p1; i0 += kNA) {
+        const int na = static_cast<int>(std::min<int64_t>(kNA, p1 - i0));
+        const BlockQ8_K* a[kNA];
+        float* out[kNA];
+        for (int r = 0; r < na; ++r) {
+          a[r] = static_cast<const BlockQ8_K*>(c.acts->row(c.act_index(i0 + r)));
+          out[r] = c.y + (i0 + r) * c.ldy;
+        }
+        if (t == DType::Q6_K) q6_k_row(reinterpret_cast<const BlockQ6_K*>(wrow), a, na, nb, out, o);
+        else if (t == DType::Q5_K) q5_k_row(reinterpret_cast<const BlockQ5_K*>(wrow), a, na, nb, out, o);
+        else q4_k_blocks_row(reinterpret_cast<const BlockQ4_K*>(wrow), a, na, nb, group, out, o);
+      }
+    }
+  }
+}
+
+}  // namespace clover::kernels::detail
