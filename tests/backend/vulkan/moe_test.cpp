@@ -8,6 +8,7 @@
 
 #include "backend/vulkan/moe_ops.h"
 #include "backend/vulkan/moe_ref.h"
+#include "kernels/vecmath.h"
 #include "backend/vulkan/vk_test_util.h"
 #include "kernels/convert.h"
 #include "kernels/matmul.h"
