@@ -36,7 +36,8 @@ class StopAndLimitTest : public ::testing::Test {
   static void TearDownTestSuite() { delete engine_; }
 
   static std::vector<int32_t> chat_prompt(const std::string& question) {
-    return engine_->tokenize("<|im_start|>user\n" + question + "<|im_end|>\n<|im_start|>assistant\n", true);
+    // As the Qwen3.5 template renders one user turn with thinking on.
+    return engine_->tokenize("<|im_start|>user\n" + question + "<|im_end|>\n<|im_start|>assistant\n<think>\n", true);
   }
   struct Answer {
     std::vector<int32_t> tokens;

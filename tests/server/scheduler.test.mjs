@@ -269,8 +269,8 @@ test('an answer that ends on an end token keeps its slot: the next turn reuses i
   const z1 = await turn(z, { max_tokens: 300 });
   assert.equal(z1.choices[0].finish_reason, 'stop', 'Z must end on an end token');
   const zgen = z1.choices[0].tokens;
-  const end = (await tokens('<|im_end|>', true))[0];
-  assert.equal(zgen[zgen.length - 1], end, 'the returned tokens end with the end token');
+  const ends = [(await tokens('<|im_end|>', true))[0], (await tokens('<|endoftext|>', true))[0]];
+  assert.ok(ends.includes(zgen[zgen.length - 1]), 'the returned tokens end with an end token');
   await turn(v, fixed);  // evicts the least recently used slot: W's
 
   const more = await tokens(' Next turn.');
