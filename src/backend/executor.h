@@ -47,6 +47,10 @@ struct PassStats {
   int64_t tokens = 0;
   int64_t expert_rows = 0;       // (token, routed expert) pairs computed
   int64_t distinct_experts = 0;  // distinct routed experts whose weights were read (per layer, summed)
+  PassStats& operator+=(const PassStats& o) {
+    tokens += o.tokens, expert_rows += o.expert_rows, distinct_experts += o.distinct_experts;
+    return *this;
+  }
 };
 
 // The element types of the K and V caches (F32, F16 or Q8_0, as llama.cpp's -ctk / -ctv).

@@ -186,26 +186,22 @@ void EngineImpl::describe_context(const EngineOptions& opts) {
 void SessionImpl::run_pass(backend::Pass& p) {
   if (p.kind == backend::PassKind::Denoise || p.tokens.empty()) {
     eng_.batcher().run(p);  // an empty one fails with the executor's message
-    last_pass_ = PassStats{p.stats.tokens, p.stats.expert_rows, p.stats.distinct_experts};
-    return;
+  } else {
+    // Causal: in chunks of at most max_batch tokens (logits only from the chunks that need them).
+    const int64_t T = static_cast<int64_t>(p.tokens.size()), max_batch = eng_.executor().max_batch();
+    const int64_t V = eng_.model().hp().n_vocab;
+    p.stats = {};
+    for (int64_t b = 0; b < T; b += max_batch) {
+      const int64_t n = std::min(max_batch, T - b);
+      const backend::LogitRows rows =
+          p.rows == backend::LogitRows::All ? backend::LogitRows::All : (b + n == T ? p.rows : backend::LogitRows::None);
+      backend::Pass chunk = backend::Pass::causal(*p.seq, p.tokens.subspan(b, n), rows,
+                                                  p.rows == backend::LogitRows::All ? p.logits + b * V : p.logits);
+      eng_.batcher().run(chunk);
+      p.stats += chunk.stats;
+    }
   }
-  // Causal: in chunks of at most max_batch tokens (logits only from the chunks that need them).
-  const int64_t T = static_cast<int64_t>(p.tokens.size()), max_batch = eng_.executor().max_batch();
-  const int64_t V = eng_.model().hp().n_vocab;
-  backend::PassStats sum;
-  for (int64_t b = 0; b < T; b += max_batch) {
-    const int64_t n = std::min(max_batch, T - b);
-    const backend::LogitRows rows =
-        p.rows == backend::LogitRows::All ? backend::LogitRows::All : (b + n == T ? p.rows : backend::LogitRows::None);
-    backend::Pass chunk = backend::Pass::causal(*p.seq, p.tokens.subspan(b, n), rows,
-                                                p.rows == backend::LogitRows::All ? p.logits + b * V : p.logits);
-    eng_.batcher().run(chunk);
-    sum.tokens += chunk.stats.tokens;
-    sum.expert_rows += chunk.stats.expert_rows;
-    sum.distinct_experts += chunk.stats.distinct_experts;
-  }
-  p.stats = sum;
-  last_pass_ = PassStats{sum.tokens, sum.expert_rows, sum.distinct_experts};
+  last_pass_ = PassStats{p.stats.tokens, p.stats.expert_rows, p.stats.distinct_experts};
 }
 
 std::vector<float> SessionImpl::eval(std::span<const int32_t> tokens, bool all_positions) {

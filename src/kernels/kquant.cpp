@@ -177,29 +177,24 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t n) {
 
 // ggml's dequantisers: y = (d * scale) * q - (dmin * min) for Q4_K / Q5_K, y = (d * scale) * q
 // for Q6_K (the float products in this order, nothing fused).
-void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t n) {
+namespace {
+// Q4_K and Q5_K share the layout of scales and mins; only the quant's bits differ.
+template <class Block, int (*value)(const Block&, int)>
+void dequantize_k_scale_min(const Block* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK_K; ++b, y += kQK_K) {
     const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       k4_scale_min(x[b].scales, j, &sc, &m);
       const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      for (int i = 32 * j; i < 32 * j + 32; ++i) y[i] = d1 * static_cast<float>(q4_k_value(x[b], i)) - m1;
+      for (int i = 32 * j; i < 32 * j + 32; ++i) y[i] = d1 * static_cast<float>(value(x[b], i)) - m1;
     }
   }
 }
+}  // namespace
 
-void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t n) {
-  for (int64_t b = 0; b < n / kQK_K; ++b, y += kQK_K) {
-    const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      k4_scale_min(x[b].scales, j, &sc, &m);
-      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      for (int i = 32 * j; i < 32 * j + 32; ++i) y[i] = d1 * static_cast<float>(q5_k_value(x[b], i)) - m1;
-    }
-  }
-}
+void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t n) { dequantize_k_scale_min<BlockQ4_K, q4_k_value>(x, y, n); }
+void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t n) { dequantize_k_scale_min<BlockQ5_K, q5_k_value>(x, y, n); }
 
 void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK_K; ++b, y += kQK_K) {

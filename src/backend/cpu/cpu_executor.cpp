@@ -42,8 +42,6 @@ CpuExecutor::Scratch::Scratch(const model::HParams& hp, ThreadPool& pool, int B)
   router.resize(B, hp.n_expert);
   chosen.resize(static_cast<size_t>(B) * k);
   chosen_w.resize(static_cast<size_t>(B) * k);
-  iota.resize(B);
-  for (int i = 0; i < B; ++i) iota[i] = i;
   shared_gamma.resize(B);
 }
 

@@ -36,6 +36,8 @@ class CpuExpertRunner {
   void run(const float* x, int T, std::span<const ExpertWork> routed, int32_t n_routed, int64_t ff_routed,
            const ExpertWork* shared, int64_t ff_shared);
   const float* out(int32_t row) const { return down_.row(row); }
+  // 0, 1, 2, ... (max_rows of them): the input rows of an expert that every token goes to.
+  const int32_t* all_rows() const { return iota_.data(); }
 
  private:
   // Output-row range [o_begin, o_end) of one expert's product.

@@ -35,7 +35,7 @@ void CpuExecutor::moe_layer(int il, int T) {
     if (s.groups.count[e] > 0)
       s.works.push_back(ExpertWork{W.gate.expert(e), W.up.expert(e), W.down.expert(e), &s.groups.token[s.groups.first[e]],
                                    s.groups.count[e], s.groups.first[e]});
-  const ExpertWork shared{W.shared_gate, W.shared_up, W.shared_down, s.iota.data(), T, n_routed};
+  const ExpertWork shared{W.shared_gate, W.shared_up, W.shared_down, s.experts.all_rows(), T, n_routed};
   s.experts.run(s.h.row(0), T, s.works, n_routed, hp_.n_ff_exp, &shared, hp_.n_ff_shexp);
 
   // Shared-expert gate and the weighted sum, in slot order for every token.

@@ -33,7 +33,6 @@ struct CpuExecutor::Scratch {
   ExpertGroups groups;              // routed rows by expert
   std::vector<uint8_t> seen;        // distinct-expert count scratch
   std::vector<ExpertWork> works;    // the experts with rows in this pass
-  std::vector<int32_t> iota;        // 0, 1, 2, ...: the shared expert reads every row
   CpuExpertRunner experts;
   std::vector<float> shared_gamma;  // [B]
 };
