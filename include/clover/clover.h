@@ -31,6 +31,8 @@ struct ModelInfo {
   uint64_t file_bytes = 0;
   std::string weight_type;   // the tensor type holding most of the file's bytes (Q4_0, Q8_0, F32...)
   bool can_denoise = false;  // has the reverse in-block path (official layout)
+  std::string device;        // the backend running the model: "cpu", "vulkan:0 (NVIDIA H200)", ...
+  bool device_denoises = true;  // the backend runs denoising passes (diffusion and spec modes)
   int block_size = 32;
   float threshold = 0.95f;
   int mask_token = -1;
@@ -61,6 +63,10 @@ struct EngineOptions {
   bool prefault = false;
   std::string routing_trace;  // debugging: write every MoE routing decision to this file
   int state_snapshots = 4;    // recurrent-state snapshots kept per session for prefix reuse
+  // Where the model runs (--device): "auto" (the first GPU if there is one, else the CPU), "cpu",
+  // "vulkan" or "vulkan:N"; n_gpu_layers as llama.cpp's -ngl (-1: all, 0: the CPU).
+  std::string device = "cpu";
+  int n_gpu_layers = -1;
 };
 
 // Progress of long operations: done out of total, with a short label.

@@ -124,6 +124,9 @@ class Executor {
   // The most tokens one stacked pass holds (a lone causal pass may be longer: it is chunked).
   virtual int max_batch() const = 0;
   virtual int n_threads() const = 0;  // CPU threads the backend computes with
+  // Whether the backend runs denoising passes (block diffusion, guess-then-verify drafts); a
+  // backend that does not refuses them with a ModelError naming what to use instead.
+  virtual bool runs_denoise() const { return true; }
   // Throws ModelError when the cache types do not suit the model.
   virtual std::unique_ptr<Sequence> new_sequence(int n_ctx, KvTypes types) = 0;
   // Runs the passes: one alone, or several (each on a different sequence, their tokens together
@@ -143,7 +146,11 @@ size_t recurrent_bytes_for(const model::HParams& hp);
 void check_kv_types(const model::HParams& hp, KvTypes types);
 
 struct ExecutorOptions {
-  std::string device = "cpu";  // the backend to run on (only "cpu" today)
+  // The backend: "cpu", "vulkan" (the first GPU), "vulkan:N" (device N of `clover devices`, a
+  // CPU-type device such as lavapipe included), or "auto": the first real GPU if there is one and
+  // the model's weight types have shaders there, else the CPU.
+  std::string device = "cpu";
+  int n_gpu_layers = -1;       // -ngl: -1 or >= n_layer: every layer on the device; 0: the CPU
   int n_threads = 0;           // 0: all cores
   int max_batch = 256;
   bool prefault = false;       // CPU: touch every weight page while preparing the weights

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "clover/clover.h"
 #include "runtime/memory_stats.h"
 
@@ -43,6 +44,7 @@ struct BenchArgs {
   std::vector<std::string> models, pp{"512"}, tg{"128"}, threads, modes{"ar"};
   int reps = 5;
   bool json = false, no_warmup = false, quiet = false;
+  DeviceArgs dev;
 };
 
 // "512" -> 512; a clear error for anything that is not an integer >= min.
@@ -97,6 +99,7 @@ class ModelBench {
   ModelBench(const std::string& path, int threads, const BenchArgs& a, int n_ctx, std::function<void(nlohmann::json)> report)
       : args_(a), report_(std::move(report)), threads_(threads) {
     EngineOptions eo;
+    apply_device_options(a.dev, eo);
     eo.n_threads = threads;
     eo.n_ctx = n_ctx;
     engine_ = Engine::load(path, eo);
@@ -110,7 +113,8 @@ class ModelBench {
              {"weight_type", mi.weight_type},
              {"size_bytes", mi.file_bytes},
              {"n_params", mi.n_params},
-             {"threads", engine_->n_threads()}};
+             {"threads", engine_->n_threads()},
+             {"device", mi.device}};
   }
 
   void prompt_processing(int P) {
@@ -295,6 +299,7 @@ Runner add_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember({"ar", "diffusion", "spec"}));
   c->add_option("-t,--threads", a->threads, "thread counts, e.g. 1,2 (default: all cores)")->delimiter(',');
+  add_device_options(c, a->dev);
   c->add_option("-r,--repetitions", a->reps, "timed repetitions per test")->check(CLI::Range(1, 1000));
   c->add_flag("--no-warmup", a->no_warmup, "skip the untimed warm-up run of each test");
   c->add_flag("--json", a->json, "print one JSON array of results instead of the markdown table");

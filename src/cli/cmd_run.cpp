@@ -7,6 +7,7 @@
 
 #include "cli/block_view.h"
 #include "cli/cache_options.h"
+#include "cli/device_options.h"
 #include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "cli/ranges.h"
@@ -39,6 +40,7 @@ struct RunArgs {
   bool show_blocks = false;
   bool chat = false, no_think = false;
   std::string cache_type_k = "f16", cache_type_v = "f16";
+  DeviceArgs dev;
 };
 
 }  // namespace
@@ -56,6 +58,7 @@ Runner add_run_command(CLI::App& app) {
   c->add_option("-n,--n-predict", a->n_predict, "tokens to generate")->check(CLI::NonNegativeNumber);
   c->add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (0: the model's, at most 131072)")->check(in_range(0, kMaxContext));
   add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
+  add_device_options(c, a->dev);
   c->add_option("-t,--threads", a->threads, "threads (0: all cores)")->check(in_range(0, kMaxThreads));
   c->add_option("--temp", a->temp, "temperature (0: greedy)")->check(in_range(0, 100));
   c->add_option("--top-k", a->top_k, "top-k (0: off)")->check(in_range(0, 1e9));
@@ -75,6 +78,7 @@ Runner add_run_command(CLI::App& app) {
   c->add_flag("--show-blocks", a->show_blocks, "draw each block filling in, pass by pass (stderr; redrawn in place on a terminal)");
   return [a] {
     EngineOptions eo;
+    apply_device_options(a->dev, eo);
     eo.n_threads = a->threads;
     eo.n_ctx = a->n_ctx;
     eo.cache_type_k = cache_type_from_name(a->cache_type_k);

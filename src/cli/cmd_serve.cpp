@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/cache_options.h"
+#include "cli/device_options.h"
 #include "cli/commands.h"
 #include "cli/ranges.h"
 #include "clover/clover.h"
@@ -18,6 +19,7 @@ Runner add_serve_command(CLI::App& app) {
     std::string mode = "ar", reasoning_format = "deepseek", kwargs;
     bool jinja = true;
     std::string cache_type_k = "f16", cache_type_v = "f16";
+    DeviceArgs dev;
   };
   auto a = std::make_shared<Args>();
   server::ServerOptions& o = a->opt;
@@ -29,6 +31,7 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("-c,--ctx-size", o.n_ctx, "context size per slot in tokens (0: the model's, at most 131072)")
       ->check(in_range(0, kMaxContext));
   add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
+  add_device_options(c, a->dev);
   c->add_option("--parallel", o.n_slots, "slots: sessions kept with their own cache")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -64,6 +67,10 @@ Runner add_serve_command(CLI::App& app) {
     opt.parse_reasoning = a->reasoning_format == "deepseek";
     opt.cache_type_k = cache_type_from_name(a->cache_type_k);
     opt.cache_type_v = cache_type_from_name(a->cache_type_v);
+    EngineOptions device;
+    apply_device_options(a->dev, device);
+    opt.device = device.device;
+    opt.n_gpu_layers = device.n_gpu_layers;
     if (!a->kwargs.empty()) {
       opt.chat_template_kwargs = nlohmann::ordered_json::parse(a->kwargs, nullptr, false);
       if (!opt.chat_template_kwargs.is_object()) throw Error("--chat-template-kwargs must be a JSON object");

@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
     if (a == "-np") a = "--parallel";
     else if (a == "-ctk") a = "--cache-type-k";
     else if (a == "-ctv") a = "--cache-type-v";
+    else if (a == "-dev") a = "--device";
+    else if (a == "-ngl") a = "--n-gpu-layers";
+    else if (a == "-fa") a = "--flash-attn";
     else if (a == "--list-devices") a = "devices";  // llama.cpp's spelling
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
   try {

@@ -115,6 +115,8 @@ class EngineImpl final : public Engine {
           std::max_element(bytes_by_type.begin(), bytes_by_type.end(), [](auto& a, auto& b) { return a.second < b.second; })->first));
     info_.file_bytes = model_->file().file_size();
     info_.can_denoise = hp.has_reverse_path;
+    info_.device = std::string(executor_->name());
+    info_.device_denoises = executor_->runs_denoise();
     info_.block_size = hp.block_size;
     info_.threshold = hp.threshold;
     info_.mask_token = hp.mask_token;
@@ -398,6 +400,8 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     eo.n_threads = opts.n_threads;
     eo.max_batch = opts.max_batch;
     eo.prefault = opts.prefault;
+    eo.device = opts.device;
+    eo.n_gpu_layers = opts.n_gpu_layers;
     auto exec = backend::make_executor(*m, eo);
     return std::make_unique<EngineImpl>(std::move(m), std::move(exec), opts);
   } catch (const Error&) {

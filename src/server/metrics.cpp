@@ -36,6 +36,11 @@ void Metrics::set_slots(int busy, int total) {
   slots_total_ = total;
 }
 
+void Metrics::set_device(const std::string& device) {
+  std::lock_guard lk(mu_);
+  device_ = device;
+}
+
 void Metrics::set_batching(const BatchingStats& b) {
   std::lock_guard lk(mu_);
   batching_ = b;
@@ -57,6 +62,15 @@ std::string Metrics::prometheus() const {
        "# TYPE clover_requests_total counter\n";
   for (const auto& [key, n] : requests_)
     o << "clover_requests_total{endpoint=\"" << key.first << "\",status=\"" << key.second << "\"} " << n << '\n';
+  if (!device_.empty()) {
+    std::string label;  // a Prometheus label value: backslash and quote escaped
+    for (char c : device_) {
+      if (c == '\\' || c == '"') label += '\\';
+      label += c;
+    }
+    o << "# HELP clover_device_info The backend the model runs on.\n# TYPE clover_device_info gauge\nclover_device_info{device=\""
+      << label << "\"} 1\n";
+  }
   metric("generations_total", "counter", "Generations run by the scheduler.", generations_);
   metric("generations_cancelled_total", "counter", "Generations stopped because the client went away.", cancelled_);
   metric("prompt_tokens_total", "counter", "Prompt tokens evaluated (excluding reused cached prefixes).", prompt_tokens_);

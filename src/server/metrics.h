@@ -16,6 +16,7 @@ class Metrics {
   void generation_done(const GenerateStats& s, bool cancelled);
   void set_queue_depth(int n);
   void set_slots(int busy, int total);
+  void set_device(const std::string& device);  // the backend the model runs on (clover_device_info)
   void set_batching(const BatchingStats& b);
 
   int slots_busy() const;
@@ -23,6 +24,7 @@ class Metrics {
 
  private:
   mutable std::mutex mu_;
+  std::string device_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t generations_ = 0, cancelled_ = 0;
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0;

@@ -86,7 +86,7 @@ json model_entry(const ServerState& st) {
     const ModelInfo& mi = st.engine->info();
     meta = {{"architecture", mi.architecture}, {"layout", mi.layout},         {"n_vocab", mi.n_vocab},
             {"n_ctx_train", mi.n_ctx_train},   {"n_ctx", st.scheduler->n_ctx()}, {"n_embd", mi.n_embd},
-            {"n_params", mi.n_params},         {"size", mi.file_bytes},       {"can_denoise", mi.can_denoise},
+            {"n_params", mi.n_params},         {"size", mi.file_bytes},       {"can_denoise", mi.can_denoise}, {"device", mi.device},
             {"block_size", mi.block_size},     {"threshold", mi.threshold},   {"slots", st.scheduler->n_slots()}};
   }
   return {{"id", st.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "clover"}, {"meta", meta}};

@@ -17,6 +17,8 @@ struct ServerOptions {
   int n_slots = 4;
   int max_queue = 64;             // requests waiting for a slot before answering 503
   int n_threads = 0;
+  std::string device = "auto";    // --device (EngineOptions::device)
+  int n_gpu_layers = -1;          // -ngl
   CacheType cache_type_k = CacheType::F16, cache_type_v = CacheType::F16;  // -ctk / -ctv
   std::string api_key;            // empty: no authentication
   DecodeMode mode = DecodeMode::AR;

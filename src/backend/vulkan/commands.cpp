@@ -11,6 +11,7 @@ constexpr uint32_t kMaxBuffersPerDispatch = 8;
 }
 
 CommandList::CommandList(Device& dev, uint32_t max_dispatches) : dev_(dev), max_sets_(max_dispatches) {
+  std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
   const DeviceFns& f = dev_.fn();
   VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   cai.commandPool = dev_.command_pool();
@@ -28,6 +29,7 @@ CommandList::CommandList(Device& dev, uint32_t max_dispatches) : dev_(dev), max_
 CommandList::~CommandList() {
   const DeviceFns& f = dev_.fn();
   if (last_submit_) dev_.wait(last_submit_);
+  std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
   f.vkDestroyDescriptorPool(dev_.handle(), pool_, nullptr);
   f.vkFreeCommandBuffers(dev_.handle(), dev_.command_pool(), 1, &cb_);
 }
@@ -35,6 +37,7 @@ CommandList::~CommandList() {
 void CommandList::begin() {
   const DeviceFns& f = dev_.fn();
   if (last_submit_) dev_.wait(last_submit_);
+  std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
   vk_check(f.vkResetDescriptorPool(dev_.handle(), pool_, 0), "vkResetDescriptorPool");
   n_sets_ = 0;
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -54,6 +57,7 @@ void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange>
   if (gx == 0 || gy == 0 || gz == 0) throw VulkanError(fmt::format("dispatch of {} with an empty grid", p.name));
   const DeviceFns& f = dev_.fn();
   const uint64_t align = dev_.info().min_storage_offset_alignment;
+  std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
 
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
   ai.descriptorPool = pool_;
@@ -105,6 +109,7 @@ void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange>
 
 void CommandList::end() {
   if (!recording_) throw VulkanError("CommandList::end without begin");
+  std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
   vk_check(dev_.fn().vkEndCommandBuffer(cb_), "vkEndCommandBuffer");
   recording_ = false;
   recorded_ = true;

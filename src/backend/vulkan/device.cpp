@@ -172,6 +172,7 @@ Buffer Device::create_buffer(uint64_t bytes, MemoryPurpose purpose, Residency re
 }
 
 void Device::run_transfer(const std::function<void(VkCommandBuffer)>& record) {
+  std::lock_guard<std::recursive_mutex> lock(pool_mutex_);
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   vk_check(fn_.vkBeginCommandBuffer(transfer_cb_, &bi), "vkBeginCommandBuffer");
@@ -211,12 +212,19 @@ void check_copy(const char* what, const Buffer& b, uint64_t offset, uint64_t byt
 }
 }  // namespace
 
+void Device::copy_buffer(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes) {
+  check_copy("copy from", src, src_offset, bytes);
+  check_copy("copy to", dst, dst_offset, bytes);
+  if (bytes) copy(src.handle(), src_offset, dst.handle(), dst_offset, bytes);
+}
+
 void Device::upload(const Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
   check_copy("upload", dst, offset, bytes);
   if (dst.residency() == Residency::Host) {
     std::memcpy(static_cast<uint8_t*>(dst.mapped()) + offset, src, bytes);
     return;
   }
+  std::lock_guard<std::recursive_mutex> lock(pool_mutex_);  // the staging buffer is shared
   const Buffer& st = staging();
   const auto* s = static_cast<const uint8_t*>(src);
   for (uint64_t done = 0; done < bytes;) {
@@ -233,6 +241,7 @@ void Device::download(const Buffer& src, uint64_t offset, void* dst, uint64_t by
     std::memcpy(dst, static_cast<const uint8_t*>(src.mapped()) + offset, bytes);
     return;
   }
+  std::lock_guard<std::recursive_mutex> lock(pool_mutex_);
   const Buffer& st = staging();
   auto* d = static_cast<uint8_t*>(dst);
   for (uint64_t done = 0; done < bytes;) {

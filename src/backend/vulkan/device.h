@@ -81,6 +81,8 @@ class Device {
   void upload(const Buffer& dst, uint64_t offset, const void* src, uint64_t bytes);
   void download(const Buffer& src, uint64_t offset, void* dst, uint64_t bytes);
   void fill_zero(const Buffer& dst);
+  // Synchronous device-side copy between two buffers (snapshots of the recurrent state).
+  void copy_buffer(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes);
 
   const MemoryAccount& memory() const { return memory_; }
 
@@ -97,6 +99,9 @@ class Device {
   uint64_t completed() const;
 
   VkCommandPool command_pool() const { return pool_; }
+  // Held while anything records into a command buffer of the pool or uses the staging buffer
+  // (Vulkan requires the pool to be externally synchronised; a server's threads share the device).
+  std::recursive_mutex& pool_mutex() { return pool_mutex_; }
   PipelineCache& pipelines() { return *pipelines_; }
 
  private:
@@ -119,6 +124,7 @@ class Device {
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   uint64_t next_value_ = 0;
   std::mutex submit_mutex_;
+  std::recursive_mutex pool_mutex_;
   MemoryAccount memory_;
   uint64_t binding_limit_ = 0;
   Buffer staging_;

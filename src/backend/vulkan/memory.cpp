@@ -19,6 +19,7 @@ std::string_view purpose_name(MemoryPurpose p) {
 }
 
 void MemoryAccount::book(MemoryPurpose p, uint64_t bytes, bool device_local) {
+  std::lock_guard<std::mutex> lock(mu_);
   bytes_[static_cast<size_t>(p)] += bytes;
   total_ += bytes;
   if (device_local) device_local_ += bytes;
@@ -27,6 +28,7 @@ void MemoryAccount::book(MemoryPurpose p, uint64_t bytes, bool device_local) {
 }
 
 void MemoryAccount::unbook(MemoryPurpose p, uint64_t bytes, bool device_local) {
+  std::lock_guard<std::mutex> lock(mu_);
   uint64_t& b = bytes_[static_cast<size_t>(p)];
   if (b < bytes || total_ < bytes || allocations_ == 0)
     throw VulkanError("device memory account: freeing more than was allocated (a buffer freed twice?)");

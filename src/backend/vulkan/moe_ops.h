@@ -17,7 +17,7 @@ struct DeviceExperts {
   int64_t n_expert = 0, rows = 0, cols = 0;
   uint64_t row_stride = 0, expert_stride = 0;
 };
-// Uploads `n_expert` host matrices laid out back to back (each as upload_matrix; BF16 -> F32).
+// Uploads `n_expert` host matrices laid out back to back (each as upload_matrix).
 DeviceExperts upload_experts(Device& dev, const kernels::MatRef* experts, int64_t n_expert, const Buffer& dst,
                              uint64_t offset);
 uint64_t device_experts_bytes(const kernels::MatRef& one_expert, int64_t n_expert);

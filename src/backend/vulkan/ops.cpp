@@ -49,6 +49,13 @@ struct GdnPush {
   float scale;
 };
 
+struct KvStorePush {
+  uint32_t row_bytes, values, n_past, tokens, x_stride, type, word0, n_words;
+};
+struct ElementwisePush {
+  uint32_t n, rows, y_row, x_row, seg, x_seg, x_off, mode;
+};
+
 uint32_t kv_type_id(DType t) {
   if (t != DType::F32 && t != DType::F16 && t != DType::Q8_0)
     throw VulkanError(fmt::format("attention: a {} KV cache is not supported (f32, f16, q8_0)", dtype_name(t)));
@@ -57,14 +64,11 @@ uint32_t kv_type_id(DType t) {
 
 }  // namespace
 
-uint64_t device_matrix_bytes(const kernels::MatRef& m) {
-  const DType t = m.type == DType::BF16 ? DType::F32 : m.type;
-  return static_cast<uint64_t>(m.rows) * dtype_row_bytes(t, m.cols);
-}
+uint64_t device_matrix_bytes(const kernels::MatRef& m) { return static_cast<uint64_t>(m.rows) * dtype_row_bytes(m.type, m.cols); }
 
 DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& dst, uint64_t offset) {
   DeviceMatrix d;
-  d.type = m.type == DType::BF16 ? DType::F32 : m.type;
+  d.type = m.type;
   d.buffer = &dst;
   d.offset = offset;
   d.rows = m.rows;
@@ -76,8 +80,9 @@ DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& 
   if (offset + device_matrix_bytes(m) > dst.size())
     throw VulkanError(fmt::format("upload: a {} x {} {} matrix at {} does not fit a buffer of {} bytes", m.rows, m.cols,
                                   dtype_name(m.type), offset, dst.size()));
-  // Rows packed back to back; a chunk of rows at a time, converted where needed. Chunks hold a
-  // multiple of 4 rows, so every chunk but the last starts and ends on a word.
+  // Rows packed back to back (a file's rows may be further apart: a view into a fused tensor); a
+  // chunk of rows at a time. Chunks hold a multiple of 4 rows, so every chunk but the last starts
+  // and ends on a word.
   const int64_t rows_per_chunk = std::max<int64_t>(4, (4 << 20) / static_cast<int64_t>(d.row_stride) / 4 * 4);
   std::vector<uint8_t> buf;
   for (int64_t r0 = 0; r0 < m.rows; r0 += rows_per_chunk) {
@@ -85,11 +90,7 @@ DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& 
     buf.assign(static_cast<size_t>(n) * d.row_stride + 4, 0);
     for (int64_t r = 0; r < n; ++r) {
       const auto* src = static_cast<const uint8_t*>(m.data) + static_cast<size_t>(r0 + r) * m.row_stride;
-      uint8_t* out = buf.data() + static_cast<size_t>(r) * d.row_stride;
-      if (m.type == DType::BF16)
-        kernels::dequantize_row(DType::BF16, src, reinterpret_cast<float*>(out), m.cols);
-      else
-        std::copy(src, src + d.row_stride, out);
+      std::copy(src, src + d.row_stride, buf.data() + static_cast<size_t>(r) * d.row_stride);
     }
     // Copies move whole words: the last chunk may end inside a word and then writes the zero
     // padding after the matrix (up to 3 bytes; the buffer must have them: sizes round up to 4).
@@ -217,6 +218,33 @@ void record_gdn_step(CommandList& cl, Device& dev, const GdnShape& s, float scal
                      u32(s.conv_stride, "conv_stride"), u32(s.gate_stride, "gate_stride"), u32(s.o_stride, "o_stride"),
                      scale};
   cl.dispatch(p, {conv, alpha, beta, params, state, o}, push, groups(s.n_v_heads, 1, "gdn_step"));
+}
+
+void record_kv_store(CommandList& cl, Device& dev, BufferRange x, int64_t tokens, int64_t values, int64_t x_stride,
+                     DType type, const Buffer& cache, uint64_t row_bytes, int64_t n_past) {
+  const uint32_t id = kv_type_id(type);
+  if (tokens < 1) throw VulkanError("kv_store: no tokens");
+  if (dtype_row_bytes(type, values) != row_bytes)
+    throw VulkanError(fmt::format("kv_store: {} {} values do not make a row of {} bytes", values, dtype_name(type), row_bytes));
+  const uint64_t first = static_cast<uint64_t>(n_past) * row_bytes, end = first + static_cast<uint64_t>(tokens) * row_bytes;
+  if (end > cache.size())
+    throw VulkanError(fmt::format("kv_store: positions {}..{} past the end of a cache of {} bytes", n_past, n_past + tokens - 1,
+                                  cache.size()));
+  const uint64_t word0 = first / 4, word1 = (end + 3) / 4;
+  const Pipeline& p = dev.pipelines().get("kv_store", 2, sizeof(KvStorePush));
+  const KvStorePush push{u32(row_bytes, "row_bytes"), u32(values, "values"), u32(n_past, "n_past"), u32(tokens, "tokens"),
+                         u32(x_stride, "x_stride"), id, u32(word0, "word0"), u32(word1 - word0, "words")};
+  cl.dispatch(p, {x, whole(cache)}, push, groups(static_cast<int64_t>(word1 - word0), 64, "kv_store"));
+}
+
+void record_elementwise(CommandList& cl, Device& dev, Elementwise op, const ElementwiseShape& s, BufferRange x,
+                        BufferRange y) {
+  if (s.n < 1 || s.rows < 1) throw VulkanError("elementwise: empty shape");
+  const int64_t seg = s.seg ? s.seg : s.n;
+  const Pipeline& p = dev.pipelines().get("elementwise", 2, sizeof(ElementwisePush));
+  const ElementwisePush push{u32(s.n, "n"),     u32(s.rows, "rows"),   u32(s.y_row, "y_row"), u32(s.x_row, "x_row"),
+                             u32(seg, "seg"),   u32(s.x_seg, "x_seg"), u32(s.x_off, "x_off"), static_cast<uint32_t>(op)};
+  cl.dispatch(p, {x, y}, push, groups(s.n * s.rows, 64, "elementwise"));
 }
 
 }  // namespace clover::vulkan

@@ -10,8 +10,8 @@
 
 namespace clover::vulkan {
 
-// A weight matrix on the device: `rows` rows of `cols` values of `type` (F32, F16, Q8_0, Q4_0;
-// BF16 is stored as F32), row o at byte offset + o * row_stride of `buffer`.
+// A weight matrix on the device: `rows` rows of `cols` values of `type` (F32, F16, BF16, Q8_0,
+// Q4_0), row o at byte offset + o * row_stride of `buffer`.
 struct DeviceMatrix {
   DType type = DType::F32;
   const Buffer* buffer = nullptr;
@@ -20,10 +20,10 @@ struct DeviceMatrix {
   uint64_t row_stride = 0;
 };
 
-// Bytes a host matrix takes on the device (BF16 widened to F32).
+// Bytes a host matrix takes on the device (as stored in the file).
 uint64_t device_matrix_bytes(const kernels::MatRef& m);
-// Copies a host matrix into `dst` at `offset` (BF16 converted to F32 on the way: no device here
-// is assumed to compute in bf16) and describes it.
+// Copies a host matrix into `dst` at `offset`, as stored (BF16 included: the shader widens it
+// with a shift, so no device bf16 support is needed), and describes it.
 DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& dst, uint64_t offset);
 
 // Scratch for activations quantised to Q8_0: quants [rows][cols / 32][8] words, scales [rows][cols / 32].
@@ -97,5 +97,21 @@ struct GdnShape {
 };
 void record_gdn_step(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
                      BufferRange beta, BufferRange params, BufferRange state, BufferRange o);
+
+// kv_store.comp (twin: store_kv_row in backend/cpu/attention.cpp): the K or V rows of `tokens`
+// tokens (`values` floats each, x_stride apart) into the cache at positions n_past.., in the
+// cache's type (F32, F16 or Q8_0), rows of row_bytes back to back.
+void record_kv_store(CommandList& cl, Device& dev, BufferRange x, int64_t tokens, int64_t values, int64_t x_stride,
+                     DType type, const Buffer& cache, uint64_t row_bytes, int64_t n_past);
+
+// elementwise.comp: y (rows x n, y_row apart) op= x, x read through the strided view
+// r * x_row + (c / seg) * x_seg + x_off + c % seg (seg = n, x_seg = 0, x_off = 0: a plain row).
+enum class Elementwise : uint32_t { Add = 0, MulSigmoid = 1, Copy = 2 };
+struct ElementwiseShape {
+  int64_t n = 0, rows = 0, y_row = 0, x_row = 0;
+  int64_t seg = 0, x_seg = 0, x_off = 0;  // seg 0: n
+};
+void record_elementwise(CommandList& cl, Device& dev, Elementwise op, const ElementwiseShape& s, BufferRange x,
+                        BufferRange y);
 
 }  // namespace clover::vulkan

@@ -36,6 +36,7 @@ inline std::string matmul_shader(DType t, bool experts) {
   switch (t) {
     case DType::F32: base = "matmul_f32"; break;
     case DType::F16: base = "matmul_f16"; break;
+    case DType::BF16: base = "matmul_bf16"; break;
     case DType::Q8_0: base = "matmul_q8_0"; break;
     case DType::Q4_0: base = "matmul_q4_0"; break;
     default: throw VulkanError(fmt::format("matmul: no shader for {} weights", dtype_name(t)));

@@ -38,3 +38,12 @@ uint f32_to_f16(float f) {
 
 // A value rounded to fp16 and back (what the CPU's F16 matmul does to activations).
 float round_f16(float x) { return f16_to_f32(f32_to_f16(x)); }
+
+// fp32 -> bf16 bits, round to nearest even, NaN kept quiet (kernels::fp32_to_bf16).
+uint f32_to_bf16(float f) {
+  const uint u = floatBitsToUint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+// A value rounded to bf16 and back (what the CPU's BF16 matmul does to activations).
+float round_bf16(float x) { return uintBitsToFloat(f32_to_bf16(x) << 16); }

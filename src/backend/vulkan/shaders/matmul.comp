@@ -1,8 +1,8 @@
 #version 450
 // y = W x for a chunk of weight rows: the twin of kernels::matmul_ref (src/kernels/matmul.h)
 // and, with EXPERTS, of kernels::matmul_selected as the MoE layer uses it (model/moe.cpp). One
-// variant per weight type: WTYPE_F32, WTYPE_F16, WTYPE_Q8_0, WTYPE_Q4_0 (BF16 weights are
-// converted to F32 at upload).
+// variant per weight type: WTYPE_F32, WTYPE_F16, WTYPE_BF16 (widened with a shift: no device
+// bf16 support needed), WTYPE_Q8_0, WTYPE_Q4_0.
 //
 // Dense grid: x = output row within the chunk (the host splits W into chunks that fit one
 // binding and 65,535 workgroups), y = tile of 8 activation rows.
@@ -15,7 +15,8 @@
 // weights) of the row; the partial sums meet in a shared-memory tree (no subgroup operations:
 // the result does not depend on the subgroup size).
 //
-// Activations are rounded as the CPU rounds them: F16 weights see fp16-rounded activations;
+// Activations are rounded as the CPU rounds them: F16 / BF16 weights see fp16- / bf16-rounded
+// activations;
 // Q8_0/Q4_0 weights see Q8_0 blocks made by quantize_q8_0_activation.comp (integer products per
 // block, then d_w * d_x * sum as float).
 #extension GL_GOOGLE_include_directive : require
@@ -56,10 +57,12 @@ shared float partial[TILE][WG];
 // Adds W row (at byte row_off) . activation row act[r] into acc[r] for r < nr.
 void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
   const uint tid = gl_LocalInvocationID.x;
-#if defined(WTYPE_F32) || defined(WTYPE_F16)
+#if defined(WTYPE_F32) || defined(WTYPE_F16) || defined(WTYPE_BF16)
   for (uint i = tid; i < p.cols; i += WG) {
 #if defined(WTYPE_F32)
     const float wv = uintBitsToFloat(w[(row_off >> 2) + i]);
+#elif defined(WTYPE_BF16)
+    const float wv = uintBitsToFloat(U16_AT(w, row_off + 2u * i) << 16);
 #else
     const float wv = f16_to_f32(U16_AT(w, row_off + 2u * i));
 #endif
@@ -70,6 +73,8 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
         float xv = uintBitsToFloat(x[act[r] * p.x_stride + i]);
 #if defined(WTYPE_F16)
         xv = round_f16(xv);
+#elif defined(WTYPE_BF16)
+        xv = round_bf16(xv);
 #endif
         acc[r] += wv * xv;
       }

@@ -1,0 +1,135 @@
+#include "backend/vulkan/executor/device_weights.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+namespace clover::vulkan {
+
+bool device_supports(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+}
+
+namespace {
+
+class Uploader {
+ public:
+  Uploader(Device& dev, DeviceWeights& w, uint64_t total, const std::function<void(uint64_t, uint64_t)>& progress)
+      : dev_(dev), w_(w), total_(total), progress_(progress) {}
+
+  DeviceMatrix matrix(const kernels::MatRef& m, const std::string& what) {
+    check(m.type, what);
+    Buffer& b = make(device_matrix_bytes(m));
+    DeviceMatrix d = upload_matrix(dev_, m, b, 0);
+    done(device_matrix_bytes(m));
+    return d;
+  }
+  DeviceExperts experts(const model::ExpertsRef& e, int n_expert, const std::string& what) {
+    check(e.first.type, what);
+    std::vector<kernels::MatRef> mats;
+    for (int i = 0; i < n_expert; ++i) mats.push_back(e.expert(i));
+    const uint64_t bytes = device_experts_bytes(e.first, n_expert);
+    Buffer& b = make(bytes);
+    DeviceExperts d = upload_experts(dev_, mats.data(), n_expert, b, 0);
+    done(bytes);
+    return d;
+  }
+  const Buffer* vec(const std::vector<float>& v) {
+    Buffer& b = make(v.size() * sizeof(float));
+    dev_.upload(b, 0, v.data(), v.size() * sizeof(float));
+    done(v.size() * sizeof(float));
+    return &b;
+  }
+  const Buffer* vec(const float* p, int64_t n) { return vec(std::vector<float>(p, p + n)); }
+
+ private:
+  static void check(DType t, const std::string& what) {
+    if (!device_supports(t))
+      throw VulkanError(fmt::format("{} is {}: the Vulkan backend has matmul shaders for F32, F16, BF16, Q8_0 and Q4_0 "
+                                    "only (run this file with --device cpu)",
+                                    what, dtype_name(t)));
+  }
+  Buffer& make(uint64_t bytes) {
+    w_.buffers.push_back(std::make_unique<Buffer>(dev_.create_buffer(std::max<uint64_t>(bytes, 4), MemoryPurpose::Weights)));
+    w_.bytes += w_.buffers.back()->allocated();
+    return *w_.buffers.back();
+  }
+  void done(uint64_t bytes) {
+    done_ += bytes;
+    if (progress_) progress_(done_, total_);
+  }
+  Device& dev_;
+  DeviceWeights& w_;
+  uint64_t total_, done_ = 0;
+  const std::function<void(uint64_t, uint64_t)>& progress_;
+};
+
+uint64_t total_bytes(const model::Model& model) {
+  const model::HParams& hp = model.hp();
+  const model::ModelWeights& W = model.weights();
+  uint64_t n = device_matrix_bytes(W.output) + 4ull * hp.n_embd;
+  for (const model::LayerWeights& L : W.layers) {
+    n += 8ull * hp.n_embd;
+    if (L.recurrent)
+      for (const auto* m : {&L.gdn.qkv, &L.gdn.gate, &L.gdn.beta, &L.gdn.alpha, &L.gdn.out}) n += device_matrix_bytes(*m);
+    else
+      for (const auto* m : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o}) n += device_matrix_bytes(*m);
+    for (const auto* m : {&L.moe.router, &L.moe.shared_gate_inp, &L.moe.shared_gate, &L.moe.shared_up, &L.moe.shared_down})
+      n += device_matrix_bytes(*m);
+    for (const auto* e : {&L.moe.gate, &L.moe.up, &L.moe.down}) n += device_experts_bytes(e->first, hp.n_expert);
+  }
+  return n;
+}
+
+}  // namespace
+
+DeviceWeights upload_weights(Device& dev, const model::Model& model, const std::function<void(uint64_t, uint64_t)>& progress) {
+  const model::HParams& hp = model.hp();
+  const model::ModelWeights& W = model.weights();
+  DeviceWeights w;
+  Uploader up(dev, w, total_bytes(model), progress);
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const model::LayerWeights& L = W.layers[il];
+    const std::string at = fmt::format("layer {} ", il);
+    DeviceLayer d;
+    d.recurrent = L.recurrent;
+    d.attn_norm = up.vec(L.attn_norm, hp.n_embd);
+    d.post_norm = up.vec(L.post_norm, hp.n_embd);
+    if (L.recurrent) {
+      const model::GdnWeights& G = L.gdn;
+      d.qkv = up.matrix(G.qkv, at + "ssm qkv");
+      d.gate = up.matrix(G.gate, at + "ssm gate");
+      d.beta = up.matrix(G.beta, at + "ssm beta");
+      d.alpha = up.matrix(G.alpha, at + "ssm alpha");
+      d.out = up.matrix(G.out, at + "ssm out");
+      d.conv1d = up.vec(G.conv1d, static_cast<int64_t>(hp.gdn_qkv_dim()) * hp.conv_kernel);
+      std::vector<float> params(G.dt_bias, G.dt_bias + hp.gdn_v_heads);
+      params.insert(params.end(), G.a, G.a + hp.gdn_v_heads);
+      d.params = up.vec(params);
+      d.norm = up.vec(G.norm, hp.gdn_head_dim);
+    } else {
+      const model::AttentionWeights& A = L.attn;
+      d.q = up.matrix(A.q, at + "attn q");
+      d.k = up.matrix(A.k, at + "attn k");
+      d.v = up.matrix(A.v, at + "attn v");
+      d.o = up.matrix(A.o, at + "attn output");
+      d.q_norm = up.vec(A.q_norm, hp.head_dim);
+      d.k_norm = up.vec(A.k_norm, hp.head_dim);
+    }
+    const model::MoeWeights& M = L.moe;
+    d.router = up.matrix(M.router, at + "router");
+    d.shared_gate_inp = up.matrix(M.shared_gate_inp, at + "shared expert gate");
+    d.shared_gate = up.matrix(M.shared_gate, at + "shared expert gate proj");
+    d.shared_up = up.matrix(M.shared_up, at + "shared expert up proj");
+    d.shared_down = up.matrix(M.shared_down, at + "shared expert down proj");
+    d.gate_exps = up.experts(M.gate, hp.n_expert, at + "expert gate");
+    d.up_exps = up.experts(M.up, hp.n_expert, at + "expert up");
+    d.down_exps = up.experts(M.down, hp.n_expert, at + "expert down");
+    w.layers.push_back(d);
+  }
+  w.output_norm = up.vec(W.output_norm, hp.n_embd);
+  w.output = up.matrix(W.output, "output (LM head)");
+  return w;
+}
+
+}  // namespace clover::vulkan

@@ -1,0 +1,52 @@
+// The model's weights on a Vulkan device: every matrix the forward pass reads (BF16 widened to
+// F32, the rest copied as stored), the norms and small per-layer vectors as F32, each tensor in a
+// buffer of its own booked as Weights in the device's memory account. The token embedding stays
+// in host memory (a pass looks up only its own tokens' rows and uploads them).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/moe_ops.h"
+#include "backend/vulkan/ops.h"
+#include "model/model.h"
+
+namespace clover::vulkan {
+
+struct DeviceLayer {
+  bool recurrent = false;
+  const Buffer* attn_norm = nullptr;
+  const Buffer* post_norm = nullptr;
+  // Gated attention.
+  DeviceMatrix q, k, v, o;
+  const Buffer* q_norm = nullptr;
+  const Buffer* k_norm = nullptr;
+  // Gated DeltaNet.
+  DeviceMatrix qkv, gate, beta, alpha, out;
+  const Buffer* conv1d = nullptr;  // [channel][K]
+  const Buffer* params = nullptr;  // dt_bias [Hv], then a [Hv]
+  const Buffer* norm = nullptr;    // [d]
+  // MoE.
+  DeviceMatrix router, shared_gate_inp, shared_gate, shared_up, shared_down;
+  DeviceExperts gate_exps, up_exps, down_exps;
+};
+
+struct DeviceWeights {
+  std::vector<std::unique_ptr<Buffer>> buffers;  // owns every buffer the views above point into
+  std::vector<DeviceLayer> layers;
+  const Buffer* output_norm = nullptr;
+  DeviceMatrix output;
+  uint64_t bytes = 0;  // allocated for weights
+};
+
+// Whether the backend has matmul shaders for matrices of this type (F32, F16, BF16, Q8_0, Q4_0).
+bool device_supports(DType t);
+
+// Uploads the weights; progress(done, total) in bytes after each tensor. Throws VulkanError naming
+// the first tensor whose type has no shader.
+DeviceWeights upload_weights(Device& dev, const model::Model& model,
+                             const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+}  // namespace clover::vulkan

@@ -1,0 +1,496 @@
+#include "backend/vulkan/executor/vulkan_executor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unistd.h>
+
+#include "backend/routing.h"
+#include "backend/vulkan/moe_ops.h"
+#include "backend/vulkan/ops.h"
+#include "backend/vulkan/rope_table.h"
+#include "kernels/convert.h"
+
+namespace clover::vulkan {
+
+using backend::LogitRows;
+using backend::Pass;
+using backend::PassKind;
+using model::ModelError;
+
+namespace {
+
+uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+bool quantised(const DeviceMatrix& m) { return m.type == DType::Q8_0 || m.type == DType::Q4_0; }
+bool quantised(const DeviceExperts& m) { return m.type == DType::Q8_0 || m.type == DType::Q4_0; }
+
+// Dispatches record_matmul splits a matrix into (chunks of rows that fit one binding and grid).
+int64_t matmul_chunks(const Device& dev, const DeviceMatrix& m) {
+  if (!m.buffer) return 0;
+  const uint64_t align = std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
+  const int64_t per = std::max<int64_t>(1, std::min<int64_t>(65535, static_cast<int64_t>((dev.binding_limit() - align) / m.row_stride)));
+  return (m.rows + per - 1) / per;
+}
+int64_t expert_chunks(const Device& dev, const DeviceExperts& m) {
+  const uint64_t align = std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
+  const int64_t per = std::max<int64_t>(1, std::min<int64_t>(65535, static_cast<int64_t>((dev.binding_limit() - align) / m.expert_stride)));
+  return (m.n_expert + per - 1) / per;
+}
+
+}  // namespace
+
+// Scratch for the largest pass, allocated once: a warm pass allocates nothing. Row strides are
+// rounded (stride()) so that any row of any matrix can start a binding.
+struct VulkanExecutor::Scratch {
+  int64_t sE = 0, sC = 0, sO = 0, sHv = 0, sQG = 0, sQ = 0, sKV = 0, sNE = 0, sFF = 0, sFS = 0;
+  Buffer x, h, y;                        // [B][sE]
+  Buffer qkv, conv;                      // [B][sC]
+  Buffer z, o;                           // [B][sO]
+  Buffer alpha, beta;                    // [B][sHv]
+  Buffer qg;                             // [B][sQG]  per head [query | gate]
+  Buffer q, attn;                        // [B][sQ]
+  Buffer k, v;                           // [B][sKV]
+  Buffer router;                         // per layer a slice: [B][sNE] logits
+  uint64_t router_slice = 0;
+  Buffer ids;                            // per layer a slice: [B * k] chosen experts
+  uint64_t ids_slice = 0;
+  Buffer wts;                            // [B * k]
+  Buffer groups;                         // moe_group_ints(NE, B, k)
+  Buffer g, u;                           // [B * k][sFF]
+  Buffer d;                              // [B * k][E]
+  Buffer gs, us;                         // [B][sFS]
+  Buffer ds;                             // [B][E]
+  Buffer gamma;                          // [B]
+  Buffer embd_host, rope_host;           // host-visible, rewritten before every pass
+  int64_t head_rows = 0;                 // rows of logits one head list computes
+  Buffer hsel;                           // [head_rows][sE]
+  Buffer logits;                         // [head_rows][V]
+  std::vector<float> rope;
+  std::vector<int32_t> ids_host;
+  std::vector<float> router_host;
+  std::vector<uint8_t> seen;
+  int64_t extra_dispatches = 0;          // of matrices split over several dispatches, all layers
+};
+
+int64_t VulkanExecutor::stride(int64_t n) const {
+  const int64_t a = static_cast<int64_t>(std::max<uint64_t>(dev_->info().min_storage_offset_alignment, 4) / 4);
+  return std::max<int64_t>(1, static_cast<int64_t>(round_up(static_cast<uint64_t>(n), static_cast<uint64_t>(a))));
+}
+
+BufferRange VulkanExecutor::rows(const Buffer& b, int64_t row0, int64_t row_stride) const {
+  return {&b, static_cast<uint64_t>(row0 * row_stride) * sizeof(float), 0};
+}
+
+VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
+    : model_(model), hp_(model.hp()), max_batch_(std::max(1, opts.max_batch)) {
+  std::string error;
+  InstanceOptions io;
+  io.validate = opts.validate;
+  instance_ = Instance::create(io, error);
+  if (!instance_) throw VulkanError(fmt::format("--device {}: {}", opts.device, error));
+  const int index = instance_->resolve(opts.device == "vulkan" ? "" : opts.device);
+  dev_ = std::make_unique<Device>(*instance_, index);
+  const DeviceInfo& info = dev_->info();
+  name_ = fmt::format("vulkan:{} ({})", index, info.name);
+  if (opts.verbose) std::fprintf(stderr, "vulkan: running on %s\n", name_.c_str());
+
+  // Progress redrawn in place on a terminal; one line at the end otherwise (logs, tests).
+  int last_pct = -1;
+  const bool tty = isatty(fileno(stderr)) != 0;
+  w_ = upload_weights(*dev_, model, [&](uint64_t done, uint64_t total) {
+    if (!opts.verbose || total == 0) return;
+    const int pct = static_cast<int>(100 * done / total);
+    if ((tty && pct != last_pct) || done == total) {
+      std::fprintf(stderr, "%svulkan: uploaded weights %3d%% (%.1f of %.1f MiB)%s", tty ? "\r" : "", pct, done / 1048576.0,
+                   total / 1048576.0, done == total ? "\n" : "");
+      last_pct = pct;
+    }
+  });
+
+  // Scratch for the largest pass.
+  s_ = std::make_unique<Scratch>();
+  Scratch& s = *s_;
+  const int64_t B = max_batch_, E = hp_.n_embd, k = hp_.n_expert_used, NE = hp_.n_expert;
+  s.sE = stride(E);
+  s.sC = stride(hp_.gdn_qkv_dim());
+  s.sO = stride(hp_.gdn_v_dim());
+  s.sHv = stride(hp_.gdn_v_heads);
+  s.sQG = stride(2LL * hp_.n_head * hp_.head_dim);
+  s.sQ = stride(static_cast<int64_t>(hp_.n_head) * hp_.head_dim);
+  s.sKV = stride(static_cast<int64_t>(hp_.n_head_kv) * hp_.head_dim);
+  s.sNE = stride(NE);
+  s.sFF = stride(hp_.n_ff_exp);
+  s.sFS = stride(hp_.n_ff_shexp);
+  const uint64_t align = std::max<uint64_t>(info.min_storage_offset_alignment, 4);
+  auto mk = [&](uint64_t floats, Residency r = Residency::Device) {
+    return dev_->create_buffer(std::max<uint64_t>(floats, 1) * sizeof(float), MemoryPurpose::Scratch, r);
+  };
+  s.x = mk(B * s.sE), s.h = mk(B * s.sE), s.y = mk(B * s.sE);
+  if (hp_.n_gdn_layers() > 0) {
+    s.qkv = mk(B * s.sC), s.conv = mk(B * s.sC);
+    s.z = mk(B * s.sO), s.o = mk(B * s.sO);
+    s.alpha = mk(B * s.sHv), s.beta = mk(B * s.sHv);
+  }
+  if (hp_.n_attn_layers() > 0) {
+    s.qg = mk(B * s.sQG), s.q = mk(B * s.sQ), s.attn = mk(B * s.sQ);
+    s.k = mk(B * s.sKV), s.v = mk(B * s.sKV);
+  }
+  s.router_slice = round_up(static_cast<uint64_t>(B * s.sNE) * 4, align);
+  s.router = dev_->create_buffer(s.router_slice * hp_.n_layer, MemoryPurpose::Scratch);
+  s.ids_slice = round_up(static_cast<uint64_t>(B * k) * 4, align);
+  s.ids = dev_->create_buffer(s.ids_slice * hp_.n_layer, MemoryPurpose::Scratch);
+  s.wts = mk(B * k);
+  s.groups = mk(moe_group_ints(NE, B, k));
+  s.g = mk(B * k * s.sFF), s.u = mk(B * k * s.sFF), s.d = mk(B * k * E);
+  s.gs = mk(B * s.sFS), s.us = mk(B * s.sFS), s.ds = mk(B * E);
+  s.gamma = mk(B);
+  s.embd_host = mk(B * s.sE, Residency::Host);
+  s.rope_host = mk(B * std::max(2, hp_.n_rot), Residency::Host);
+  // The head: as many rows as fit one binding of logits (and the largest pass).
+  const uint64_t row_bytes = static_cast<uint64_t>(hp_.n_vocab) * 4;
+  s.head_rows = std::max<int64_t>(1, std::min<int64_t>(B, static_cast<int64_t>(dev_->binding_limit() / row_bytes)));
+  s.hsel = mk(s.head_rows * s.sE);
+  s.logits = mk(s.head_rows * hp_.n_vocab);
+  s.seen.resize(static_cast<size_t>(NE));
+
+  for (const DeviceLayer& L : w_.layers) {
+    for (const DeviceMatrix* m : {&L.q, &L.k, &L.v, &L.o, &L.qkv, &L.gate, &L.beta, &L.alpha, &L.out, &L.router,
+                                  &L.shared_gate_inp, &L.shared_gate, &L.shared_up, &L.shared_down})
+      s.extra_dispatches += std::max<int64_t>(0, matmul_chunks(*dev_, *m) - 1);
+    for (const DeviceExperts* e : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      s.extra_dispatches += expert_chunks(*dev_, *e) - 1;
+  }
+  head_cl_ = std::make_unique<CommandList>(*dev_, static_cast<uint32_t>(8 + matmul_chunks(*dev_, w_.output) + 2 * B));
+  if (opts.verbose) std::fprintf(stderr, "vulkan: %s\n", memory_summary().c_str());
+}
+
+VulkanExecutor::~VulkanExecutor() = default;
+
+std::string VulkanExecutor::memory_summary() const {
+  const MemoryAccount& m = dev_->memory();
+  auto mib = [](uint64_t b) { return b / 1048576.0; };
+  return fmt::format("device memory {:.1f} MiB: weights {:.1f}, caches {:.1f}, recurrent state {:.1f}, scratch {:.1f}, "
+                     "staging {:.1f} ({} allocations)",
+                     mib(m.total()), mib(m.bytes(MemoryPurpose::Weights)), mib(m.bytes(MemoryPurpose::Cache)),
+                     mib(m.bytes(MemoryPurpose::State)), mib(m.bytes(MemoryPurpose::Scratch)),
+                     mib(m.bytes(MemoryPurpose::Staging)), m.allocations());
+}
+
+std::unique_ptr<backend::Sequence> VulkanExecutor::new_sequence(int n_ctx, backend::KvTypes types) {
+  return std::make_unique<VulkanSequence>(*dev_, hp_, n_ctx, types);
+}
+
+void VulkanExecutor::check(const Pass& p) const {
+  if (!p.seq) throw ModelError("a pass without a sequence");
+  const auto* seq = dynamic_cast<const VulkanSequence*>(p.seq);
+  if (!seq || &seq->device() != dev_.get()) throw ModelError("the sequence belongs to another backend or device");
+  if (p.kind == PassKind::Denoise)
+    throw ModelError(
+        "the Vulkan backend runs causal passes only (AR decoding, prefill, commit and verify); denoising passes of block "
+        "diffusion on the GPU are not written yet (issue #20): use --mode ar or --device cpu");
+  const int64_t T = static_cast<int64_t>(p.tokens.size());
+  if (T == 0) throw ModelError("no tokens to evaluate");
+  if (p.seq->n_past() + T > p.seq->n_ctx())
+    throw ModelError(
+        fmt::format("context full: {} cached + {} new tokens exceed the context of {}", p.seq->n_past(), T, p.seq->n_ctx()));
+  for (int32_t t : p.tokens)
+    if (t < 0 || t >= hp_.n_vocab) throw ModelError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
+  if (p.rows != LogitRows::None && !p.logits) throw ModelError("a pass that wants logits has nowhere to put them");
+}
+
+void VulkanExecutor::run(std::span<Pass> passes) {
+  if (passes.empty()) throw ModelError("a pass list needs at least one pass");
+  for (const Pass& p : passes) check(p);
+  for (size_t i = 0; i < passes.size(); ++i)
+    for (size_t j = i + 1; j < passes.size(); ++j)
+      if (passes[i].seq == passes[j].seq) throw ModelError("a stacked pass got the same sequence twice");
+  int64_t N = 0;
+  for (const Pass& p : passes) N += static_cast<int64_t>(p.tokens.size());
+  if (passes.size() == 1 && N > max_batch_) {
+    // A long causal pass in chunks of the largest pass; only the last chunk's last row for Last.
+    Pass& p = passes.front();
+    backend::PassStats total;
+    for (int64_t b = 0; b < N; b += max_batch_) {
+      const int64_t n = std::min<int64_t>(max_batch_, N - b);
+      const bool last = b + n == N;
+      const LogitRows rows = p.rows == LogitRows::All ? LogitRows::All : (last ? p.rows : LogitRows::None);
+      float* out = p.rows == LogitRows::All ? p.logits + b * hp_.n_vocab : p.logits;
+      Pass c = Pass::causal(*p.seq, p.tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(n)), rows, out);
+      run_stacked(std::span<Pass>(&c, 1));
+      total += c.stats;
+    }
+    p.stats = total;
+    return;
+  }
+  if (N > max_batch_)
+    throw ModelError(fmt::format("a stacked pass of {} tokens exceeds the largest pass of {} tokens", N, max_batch_));
+  run_stacked(passes);
+}
+
+const Q8Activations* VulkanExecutor::quantize(bool needed, BufferRange x, int64_t n_rows, int64_t cols, int64_t x_stride) {
+  if (!needed) return nullptr;
+  auto it = q8_.find(cols);
+  if (it == q8_.end()) {
+    // The widest use of each width: expert rows (B * k) for the expert FFN width, B otherwise.
+    const int64_t max_rows = static_cast<int64_t>(max_batch_) * std::max(1, hp_.n_expert_used);
+    it = q8_.emplace(cols, make_q8_activations(*dev_, max_rows, cols)).first;
+  }
+  record_quantize_q8_0(*rec_, *dev_, x, n_rows, cols, x_stride, it->second);
+  return &it->second;
+}
+
+void VulkanExecutor::matmul(const DeviceMatrix& w, BufferRange x, int64_t x_stride, const Q8Activations* q8, int64_t n_rows,
+                            BufferRange y, int64_t y_stride) {
+  record_matmul(*rec_, *dev_, w, x, x_stride, quantised(w) ? q8 : nullptr, n_rows, y, y_stride);
+}
+
+void VulkanExecutor::run_stacked(std::span<Pass> passes) {
+  Scratch& s = *s_;
+  const int64_t E = hp_.n_embd;
+  std::vector<int> row0;
+  int N = 0;
+  for (Pass& p : passes) {
+    row0.push_back(N);
+    N += static_cast<int>(p.tokens.size());
+    p.stats = {};
+    p.stats.tokens = static_cast<int64_t>(p.tokens.size());
+  }
+
+  // Host side: the tokens' embedding rows and the rope angles of their positions.
+  {
+    auto* embd = static_cast<float*>(s.embd_host.mapped());
+    const model::MatRef& te = model_.weights().token_embd;
+    std::vector<int64_t> pos;
+    for (size_t i = 0; i < passes.size(); ++i)
+      for (size_t t = 0; t < passes[i].tokens.size(); ++t) {
+        const int32_t tok = passes[i].tokens[t];
+        const auto* row = static_cast<const uint8_t*>(te.data) + static_cast<size_t>(tok) * te.row_stride;
+        kernels::dequantize_row(te.type, row, embd + (row0[i] + static_cast<int64_t>(t)) * s.sE, E);
+        pos.push_back(passes[i].seq->n_past() + static_cast<int64_t>(t));
+      }
+    if (hp_.n_attn_layers() > 0) {
+      rope_table(pos.data(), N, hp_.n_rot, hp_.rope_theta, s.rope);
+      std::memcpy(s.rope_host.mapped(), s.rope.data(), s.rope.size() * sizeof(float));
+    }
+  }
+
+  const uint32_t needed = static_cast<uint32_t>(16 + s.extra_dispatches + hp_.n_layer * (64 + 8 * static_cast<int64_t>(passes.size())));
+  if (!cl_ || cl_capacity_ < needed) {
+    cl_ = std::make_unique<CommandList>(*dev_, needed);
+    cl_capacity_ = needed;
+  }
+  rec_ = cl_.get();
+  rec_->begin();
+  ElementwiseShape copy{E, N, s.sE, s.sE};
+  record_elementwise(*rec_, *dev_, Elementwise::Copy, copy, whole(s.embd_host), whole(s.x));
+  for (int il = 0; il < hp_.n_layer; ++il) record_layer(il, passes, row0, N);
+  rec_->end();
+  rec_->run();
+  rec_ = nullptr;
+
+  // Statistics (and the routing trace) from the routing ids of every layer.
+  const int k = hp_.n_expert_used, NE = hp_.n_expert;
+  s.ids_host.resize(static_cast<size_t>(N) * k);
+  for (int il = 0; il < hp_.n_layer; ++il) {
+    dev_->download(s.ids, s.ids_slice * il, s.ids_host.data(), s.ids_host.size() * sizeof(int32_t));
+    for (size_t i = 0; i < passes.size(); ++i) {
+      const int T = static_cast<int>(passes[i].tokens.size());
+      passes[i].stats.expert_rows += static_cast<int64_t>(T) * k;
+      passes[i].stats.distinct_experts += backend::distinct_experts(s.ids_host.data(), row0[i], row0[i] + T, k, NE, s.seen);
+    }
+    if (routing_trace_) {
+      // Probabilities as the CPU writes them: the softmax of the device's router logits.
+      s.router_host.resize(static_cast<size_t>(N) * NE);
+      std::vector<float> tmp(static_cast<size_t>(N) * s.sNE);
+      dev_->download(s.router, s.router_slice * il, tmp.data(), tmp.size() * sizeof(float));
+      for (int t = 0; t < N; ++t) std::memcpy(&s.router_host[static_cast<size_t>(t) * NE], &tmp[static_cast<size_t>(t) * s.sNE], NE * sizeof(float));
+      std::vector<int32_t> chosen(static_cast<size_t>(N) * k);
+      std::vector<float> weight(static_cast<size_t>(N) * k);
+      backend::route_tokens(s.router_host.data(), N, NE, k, chosen.data(), weight.data());
+      backend::write_routing_trace(routing_trace_, il, 0, s.router_host.data(), s.ids_host.data(), N, NE, k);
+    }
+  }
+
+  run_head(passes, row0);
+  for (Pass& p : passes) static_cast<VulkanSequence&>(*p.seq).advance(static_cast<int>(p.tokens.size()));
+}
+
+void VulkanExecutor::record_layer(int il, std::span<Pass> passes, const std::vector<int>& row0, int N) {
+  Scratch& s = *s_;
+  const DeviceLayer& L = w_.layers[il];
+  const int64_t E = hp_.n_embd;
+  const NormShape rows_shape{E, N, 1, s.sE, 0, s.sE, 0};
+  record_rms_norm(*rec_, *dev_, rows_shape, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.x), whole(*L.attn_norm),
+                  whole(*L.attn_norm), whole(s.h));
+  if (L.recurrent)
+    record_gdn(il, passes, row0, N);
+  else
+    record_attention(il, passes, row0, N);
+  const ElementwiseShape add{E, N, s.sE, s.sE};
+  record_elementwise(*rec_, *dev_, Elementwise::Add, add, whole(s.y), whole(s.x));
+  record_rms_norm(*rec_, *dev_, rows_shape, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.x), whole(*L.post_norm),
+                  whole(*L.post_norm), whole(s.h));
+  record_moe(il, N);
+  record_elementwise(*rec_, *dev_, Elementwise::Add, add, whole(s.y), whole(s.x));
+}
+
+void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vector<int>& row0, int N) {
+  Scratch& s = *s_;
+  const DeviceLayer& L = w_.layers[il];
+  const int64_t E = hp_.n_embd, C = hp_.gdn_qkv_dim(), Hk = hp_.gdn_k_heads, Hv = hp_.gdn_v_heads, d = hp_.gdn_head_dim;
+  const Q8Activations* q8 =
+      quantize(quantised(L.qkv) || quantised(L.gate) || quantised(L.beta) || quantised(L.alpha), whole(s.h), N, E, s.sE);
+  matmul(L.qkv, whole(s.h), s.sE, q8, N, whole(s.qkv), s.sC);
+  matmul(L.gate, whole(s.h), s.sE, q8, N, whole(s.z), s.sO);
+  matmul(L.beta, whole(s.h), s.sE, q8, N, whole(s.beta), s.sHv);
+  matmul(L.alpha, whole(s.h), s.sE, q8, N, whole(s.alpha), s.sHv);
+
+  // Per sequence: the conv over its own window.
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const auto& seq = static_cast<const VulkanSequence&>(*passes[i].seq);
+    const int slot = seq.layer_slot(il);
+    const int64_t T = static_cast<int64_t>(passes[i].tokens.size());
+    record_conv_silu(*rec_, *dev_, C, hp_.conv_kernel, T, rows(s.qkv, row0[i], s.sC), s.sC, seq.conv_state(slot),
+                     whole(*L.conv1d), rows(s.conv, row0[i], s.sC), s.sC);
+  }
+  // L2 norm of the q and k heads (ops::l2_norm: rms with eps / d, times 1 / sqrt(d)).
+  const NormShape l2{d, N, 2 * Hk, s.sC, d, s.sC, d};
+  record_rms_norm(*rec_, *dev_, l2, NormMode::Scaled, hp_.rms_eps / static_cast<float>(d),
+                  1.0f / std::sqrt(static_cast<float>(d)), whole(s.conv), whole(s.conv), whole(s.conv), whole(s.conv));
+  // Per sequence: the delta rule over its own state.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const auto& seq = static_cast<const VulkanSequence&>(*passes[i].seq);
+    const int slot = seq.layer_slot(il);
+    const GdnShape g{d, Hk, Hv, static_cast<int64_t>(passes[i].tokens.size()), s.sC, s.sHv, s.sO};
+    record_gdn_step(*rec_, *dev_, g, scale, rows(s.conv, row0[i], s.sC), rows(s.alpha, row0[i], s.sHv),
+                    rows(s.beta, row0[i], s.sHv), whole(*L.params), seq.ssm_state(slot), rows(s.o, row0[i], s.sO));
+  }
+  // Gated RMSNorm of every head's output, then the output projection.
+  const NormShape gated{d, N, Hv, s.sO, d, s.sO, d};
+  record_rms_norm(*rec_, *dev_, gated, NormMode::Gated, hp_.rms_eps, 1.0f, whole(s.o), whole(*L.norm), whole(s.z),
+                  whole(s.o));
+  const Q8Activations* q8o = quantize(quantised(L.out), whole(s.o), N, Hv * d, s.sO);
+  matmul(L.out, whole(s.o), s.sO, q8o, N, whole(s.y), s.sE);
+}
+
+void VulkanExecutor::record_attention(int il, std::span<Pass> passes, const std::vector<int>& row0, int N) {
+  Scratch& s = *s_;
+  const DeviceLayer& L = w_.layers[il];
+  const int64_t E = hp_.n_embd, hd = hp_.head_dim, nh = hp_.n_head, nkv = hp_.n_head_kv;
+  const Q8Activations* q8 = quantize(quantised(L.q) || quantised(L.k) || quantised(L.v), whole(s.h), N, E, s.sE);
+  matmul(L.q, whole(s.h), s.sE, q8, N, whole(s.qg), s.sQG);
+  matmul(L.k, whole(s.h), s.sE, q8, N, whole(s.k), s.sKV);
+  matmul(L.v, whole(s.h), s.sE, q8, N, whole(s.v), s.sKV);
+
+  // Per-head norms (the query half of each [query | gate] head), then rope at each row's position.
+  const NormShape qn{hd, N, nh, s.sQG, 2 * hd, s.sQ, hd};
+  record_rms_norm(*rec_, *dev_, qn, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.qg), whole(*L.q_norm), whole(*L.q_norm),
+                  whole(s.q));
+  const NormShape kn{hd, N, nkv, s.sKV, hd, s.sKV, hd};
+  record_rms_norm(*rec_, *dev_, kn, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.k), whole(*L.k_norm), whole(*L.k_norm),
+                  whole(s.k));
+  record_rope_neox(*rec_, *dev_, RopeShape{N, nh, hp_.n_rot, s.sQ, hd}, whole(s.q), whole(s.rope_host));
+  record_rope_neox(*rec_, *dev_, RopeShape{N, nkv, hp_.n_rot, s.sKV, hd}, whole(s.k), whole(s.rope_host));
+
+  // Per sequence: K and V into its cache, then its rows attend to the cache (causally).
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const auto& seq = static_cast<const VulkanSequence&>(*passes[i].seq);
+    const int slot = seq.layer_slot(il);
+    const int64_t T = static_cast<int64_t>(passes[i].tokens.size()), n_past = seq.n_past();
+    record_kv_store(*rec_, *dev_, rows(s.k, row0[i], s.sKV), T, nkv * hd, s.sKV, seq.types().k, seq.k_cache(slot),
+                    seq.k_row_bytes(), n_past);
+    record_kv_store(*rec_, *dev_, rows(s.v, row0[i], s.sKV), T, nkv * hd, s.sKV, seq.types().v, seq.v_cache(slot),
+                    seq.v_row_bytes(), n_past);
+    AttentionShape a;
+    a.head_dim = hd, a.n_head = nh, a.n_head_kv = nkv, a.tokens = T, a.n_past = n_past, a.causal = true;
+    a.q_row = s.sQ, a.q_head = hd, a.o_row = s.sQ;
+    const KvCacheView K{seq.types().k, whole(seq.k_cache(slot)), seq.k_row_bytes(), seq.k_head_bytes()};
+    const KvCacheView V{seq.types().v, whole(seq.v_cache(slot)), seq.v_row_bytes(), seq.v_head_bytes()};
+    vulkan::record_attention(*rec_, *dev_, a, scale, rows(s.q, row0[i], s.sQ), K, V, rows(s.attn, row0[i], s.sQ));
+  }
+  // Output gate: attn *= sigmoid(the gate half of each head), then the output projection.
+  ElementwiseShape gate{nh * hd, N, s.sQ, s.sQG};
+  gate.seg = hd, gate.x_seg = 2 * hd, gate.x_off = hd;
+  record_elementwise(*rec_, *dev_, Elementwise::MulSigmoid, gate, whole(s.qg), whole(s.attn));
+  const Q8Activations* q8o = quantize(quantised(L.o), whole(s.attn), N, nh * hd, s.sQ);
+  matmul(L.o, whole(s.attn), s.sQ, q8o, N, whole(s.y), s.sE);
+}
+
+void VulkanExecutor::record_moe(int il, int N) {
+  Scratch& s = *s_;
+  const DeviceLayer& L = w_.layers[il];
+  const int64_t E = hp_.n_embd, NE = hp_.n_expert, k = hp_.n_expert_used, ff = hp_.n_ff_exp, fs = hp_.n_ff_shexp;
+  const BufferRange router{&s.router, s.router_slice * il, s.router_slice};
+  const BufferRange ids{&s.ids, s.ids_slice * il, s.ids_slice};
+  const Q8Activations* q8 =
+      quantize(quantised(L.router) || quantised(L.shared_gate_inp) || quantised(L.shared_gate) || quantised(L.shared_up) ||
+                   quantised(L.gate_exps) || quantised(L.up_exps),
+               whole(s.h), N, E, s.sE);
+  matmul(L.router, whole(s.h), s.sE, q8, N, router, s.sNE);
+  record_moe_router(*rec_, *dev_, router, N, NE, k, s.sNE, ids, whole(s.wts));
+  record_moe_group(*rec_, *dev_, ids, N, NE, k, whole(s.groups));
+  // The routed experts: gate and up read each routed row's token; down reads the routed rows.
+  record_matmul_experts(*rec_, *dev_, L.gate_exps, whole(s.h), s.sE, quantised(L.gate_exps) ? q8 : nullptr, whole(s.groups),
+                        true, whole(s.g), s.sFF);
+  record_matmul_experts(*rec_, *dev_, L.up_exps, whole(s.h), s.sE, quantised(L.up_exps) ? q8 : nullptr, whole(s.groups), true,
+                        whole(s.u), s.sFF);
+  // The shared expert and its gate, from the same quantised input.
+  matmul(L.shared_gate, whole(s.h), s.sE, q8, N, whole(s.gs), s.sFS);
+  matmul(L.shared_up, whole(s.h), s.sE, q8, N, whole(s.us), s.sFS);
+  matmul(L.shared_gate_inp, whole(s.h), s.sE, q8, N, whole(s.gamma), 1);
+  record_swiglu(*rec_, *dev_, whole(s.g), whole(s.u), N * k, ff, s.sFF);
+  const Q8Activations* q8g = quantize(quantised(L.down_exps), whole(s.g), N * k, ff, s.sFF);
+  record_matmul_experts(*rec_, *dev_, L.down_exps, whole(s.g), s.sFF, q8g, whole(s.groups), false, whole(s.d), E);
+  record_swiglu(*rec_, *dev_, whole(s.gs), whole(s.us), N, fs, s.sFS);
+  const Q8Activations* q8s = quantize(quantised(L.shared_down), whole(s.gs), N, fs, s.sFS);
+  matmul(L.shared_down, whole(s.gs), s.sFS, q8s, N, whole(s.ds), E);
+  record_moe_combine(*rec_, *dev_, whole(s.d), whole(s.ds), whole(s.wts), whole(s.groups), whole(s.gamma), 1, N, NE, k, E,
+                     whole(s.y), s.sE);
+}
+
+void VulkanExecutor::run_head(std::span<Pass> passes, const std::vector<int>& row0) {
+  Scratch& s = *s_;
+  const int64_t V = hp_.n_vocab, E = hp_.n_embd;
+  // (stacked row, destination) of every row of logits asked for.
+  struct Want {
+    int64_t row;
+    float* dst;
+  };
+  std::vector<Want> want;
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const Pass& p = passes[i];
+    const int64_t T = static_cast<int64_t>(p.tokens.size());
+    if (p.rows == LogitRows::Last) want.push_back({row0[i] + T - 1, p.logits});
+    if (p.rows == LogitRows::All)
+      for (int64_t t = 0; t < T; ++t) want.push_back({row0[i] + t, p.logits + t * V});
+  }
+  for (size_t c0 = 0; c0 < want.size(); c0 += static_cast<size_t>(s.head_rows)) {
+    const size_t n = std::min(want.size() - c0, static_cast<size_t>(s.head_rows));
+    rec_ = head_cl_.get();
+    rec_->begin();
+    // Runs of consecutive stacked rows normed in one dispatch each.
+    for (size_t a = 0; a < n;) {
+      size_t b = a + 1;
+      while (b < n && want[c0 + b].row == want[c0 + b - 1].row + 1) ++b;
+      const NormShape ns{E, static_cast<int64_t>(b - a), 1, s.sE, 0, s.sE, 0};
+      record_rms_norm(*rec_, *dev_, ns, NormMode::Weighted, hp_.rms_eps, 1.0f, rows(s.x, want[c0 + a].row, s.sE),
+                      whole(*w_.output_norm), whole(*w_.output_norm), rows(s.hsel, static_cast<int64_t>(a), s.sE));
+      a = b;
+    }
+    const Q8Activations* q8 = quantize(quantised(w_.output), whole(s.hsel), static_cast<int64_t>(n), E, s.sE);
+    matmul(w_.output, whole(s.hsel), s.sE, q8, static_cast<int64_t>(n), whole(s.logits), V);
+    rec_->end();
+    rec_->run();
+    rec_ = nullptr;
+    // Rows are contiguous in the logits buffer; read them in one go, then scatter.
+    std::vector<float> host(n * static_cast<size_t>(V));
+    dev_->download(s.logits, 0, host.data(), host.size() * sizeof(float));
+    for (size_t r = 0; r < n; ++r) std::memcpy(want[c0 + r].dst, host.data() + r * V, sizeof(float) * static_cast<size_t>(V));
+  }
+}
+
+}  // namespace clover::vulkan

@@ -1,0 +1,99 @@
+// The Vulkan backend: the Clover forward pass on a GPU (or on lavapipe in CI), behind the same
+// boundary as the CPU backend (backend/executor.h).
+//
+// A pass is one command list: every op of every layer recorded as a dispatch (shaders/), with no
+// host round trip inside the pass; the host's part is looking up the tokens' embedding rows and
+// the rope angles before it, and reading the logits rows (and the routing ids, for the pass's
+// statistics) after it. Several sequences' passes stack into one: everything per row (norms,
+// projections, the MoE, the head) runs once over all rows; attention and the GDN recurrence run
+// per sequence on its own device state. Each shader computes a row from that row alone, so a
+// row's result does not depend on its neighbours (batch invariance, as on the CPU).
+//
+//   x = embed(tokens)                                  host lookup, uploaded
+//   per layer:  h = rms(x);  x += mixer(h)             gdn: qkv/z/beta/alpha, conv+silu, l2, delta rule, gated norm, out
+//                                                      attention: q|gate, k, v, norms, rope, kv store, attention, gate, o
+//               h = rms(x);  x += moe(h)               router, top-k, grouping, expert products, shared expert, combine
+//   logits = head(rms(x)) for the rows asked for      a second, small command list per chunk of rows
+//
+// Not yet on this backend (issue #20): denoising passes (block diffusion's first passes); the
+// greedy argmax on the device instead of reading back whole rows.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/executor.h"
+#include "backend/vulkan/commands.h"
+#include "backend/vulkan/device.h"
+#include "backend/vulkan/executor/device_weights.h"
+#include "backend/vulkan/executor/vulkan_sequence.h"
+#include "backend/vulkan/instance.h"
+#include "model/model.h"
+
+namespace clover::vulkan {
+
+class VulkanExecutor final : public backend::Executor {
+ public:
+  struct Options {
+    std::string device = "vulkan";  // "vulkan" (the first real GPU), "vulkan:N" or "N"
+    int max_batch = 256;
+    bool validate = false;          // the Khronos validation layer (also CLOVER_VK_VALIDATE=1)
+    bool verbose = true;            // print the device, the upload's progress and the memory used
+  };
+  // Throws VulkanError (no driver, no such device, a weight type without a shader).
+  VulkanExecutor(const model::Model& model, const Options& opts);
+  ~VulkanExecutor() override;
+
+  std::string_view name() const override { return name_; }
+  const model::Model& model() const override { return model_; }
+  int max_batch() const override { return max_batch_; }
+  int n_threads() const override { return 1; }
+  bool runs_denoise() const override { return false; }  // issue #20
+  std::unique_ptr<backend::Sequence> new_sequence(int n_ctx, backend::KvTypes types) override;
+  void run(std::span<backend::Pass> passes) override;
+  using Executor::run;
+  void trace_routing(std::FILE* f) override { routing_trace_ = f; }
+
+  Device& device() { return *dev_; }
+  const Instance& instance() const { return *instance_; }
+  // "weights X MiB, caches Y MiB, ..." from the device's memory account.
+  std::string memory_summary() const;
+
+ private:
+  struct Scratch;
+  void check(const backend::Pass& p) const;
+  void run_stacked(std::span<backend::Pass> passes);
+  void record_layer(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
+  void record_gdn(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
+  void record_attention(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
+  void record_moe(int il, int N);
+  void run_head(std::span<backend::Pass> passes, const std::vector<int>& row0);
+  // Quantises `rows` rows of x (cols wide) to Q8_0 once for all the products that read it, when
+  // any of them has quantised weights; nullptr when they all read floats.
+  const Q8Activations* quantize(bool needed, BufferRange x, int64_t rows, int64_t cols, int64_t stride);
+  void matmul(const DeviceMatrix& w, BufferRange x, int64_t stride, const Q8Activations* q8, int64_t rows, BufferRange y,
+              int64_t y_stride);
+  // Floats per row of a scratch matrix of n columns, so every row starts at a bindable offset.
+  int64_t stride(int64_t n) const;
+  BufferRange rows(const Buffer& b, int64_t row0, int64_t row_stride) const;
+
+  const model::Model& model_;
+  const model::HParams& hp_;
+  int max_batch_;
+  std::unique_ptr<Instance> instance_;
+  std::unique_ptr<Device> dev_;
+  std::string name_;
+  DeviceWeights w_;
+  std::unique_ptr<Scratch> s_;
+  std::unique_ptr<CommandList> cl_, head_cl_;
+  uint32_t cl_capacity_ = 0;
+  CommandList* rec_ = nullptr;  // the list being recorded
+  std::map<int64_t, Q8Activations> q8_;
+  std::FILE* routing_trace_ = nullptr;
+};
+
+}  // namespace clover::vulkan

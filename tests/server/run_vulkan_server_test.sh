@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `clover serve --device vulkan:N` against `clover serve --device cpu`, both on the trained
+# clover-tiny: starts the two servers on free ports, runs vulkan.test.mjs (the same greedy
+# requests must give the same answers on both), always stops them.
+#   run_vulkan_server_test.sh CLOVER_BINARY SOURCE_DIR
+# Skips (exit 77) without node, the openai client, or a Vulkan device.
+set -u
+BIN=$(realpath "$1")
+SRC=$(realpath "$2")
+if ! command -v node >/dev/null || [ ! -d "$SRC/node_modules/openai" ]; then
+  echo "skipping: node or node_modules/openai is missing (run scripts/setup.sh)"
+  exit 77
+fi
+if ! "$BIN" devices 2>/dev/null | grep -q '^vulkan:'; then
+  echo "skipping: no Vulkan device (install mesa-vulkan-drivers for lavapipe)"
+  exit 77
+fi
+DEV="vulkan:${CLOVER_VK_TEST_DEVICE:-0}"
+MODEL="$SRC/models/clover-tiny.gguf"
+LOGS=()
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do
+    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  rm -f "${LOGS[@]}"
+}
+trap cleanup EXIT
+
+# start DEVICE -> sets PORT
+start() {
+  local log
+  log=$(mktemp)
+  LOGS+=("$log")
+  CLOVER_VK_VALIDATE=1 "$BIN" serve -m "$MODEL" --device "$1" --host 127.0.0.1 --port 0 --parallel 4 --metrics \
+    --alias clover-test -c 2048 -t 2 2>"$log" &
+  PIDS+=($!)
+  PORT=
+  for _ in $(seq 1 600); do
+    PORT=$(sed -n 's|.*listening on http://[^:]*:\([0-9]*\).*|\1|p' "$log" | head -n1)
+    if [ -n "$PORT" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ]; then return 0; fi
+    kill -0 "${PIDS[-1]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "error: the $1 server did not become ready" >&2
+  cat "$log" >&2
+  exit 1
+}
+start "$DEV"
+VK_PORT=$PORT
+VK_LOG=${LOGS[-1]}
+start cpu
+CPU_PORT=$PORT
+
+CLOVER_URL="http://127.0.0.1:$VK_PORT" CLOVER_CPU_URL="http://127.0.0.1:$CPU_PORT" CLOVER_MODEL_NAME=clover-test \
+  NODE_PATH="$SRC/node_modules" node --test --test-concurrency=1 "$SRC/tests/server/vulkan.test.mjs"
+RC=$?
+# The validation layer's messages go to the server's stderr: any is a failure.
+if grep -q "Validation Error\|VUID-" "$VK_LOG"; then
+  echo "error: the validation layer reported problems:" >&2
+  grep -m 20 "Validation Error\|VUID-" "$VK_LOG" >&2
+  RC=1
+fi
+if [ $RC -ne 0 ]; then
+  echo "---- vulkan server log (tail) ----" >&2
+  tail -n 40 "$VK_LOG" >&2
+fi
+exit $RC
