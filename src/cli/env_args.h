@@ -19,6 +19,9 @@ inline std::string env_arg_name(const std::string& long_name) {
 
 // Gives every long option of `c` (all of them, or those named in `only`) its variable.
 inline void add_env_args(CLI::App* c, const std::vector<std::string>& only = {}) {
+  // CLI11 reads the variables of every subcommand without a parse-complete callback, used or not:
+  // with one, only the chosen subcommand reads its own.
+  c->parse_complete_callback([] {});
   for (CLI::Option* o : c->get_options()) {
     if (o->get_lnames().empty() || o->get_lnames()[0] == "help") continue;
     const std::string& name = o->get_lnames()[0];
