@@ -10,7 +10,9 @@
 #include "cli/device_options.h"
 #include "chat/chat_template.h"
 #include "cli/commands.h"
+#include "cli/env_args.h"
 #include "cli/ranges.h"
+#include "cli/sampling_flags.h"
 #include "cli/model_template.h"
 #include "cli/token_file.h"
 #include "clover/clover.h"
@@ -24,12 +26,8 @@ struct RunArgs {
   int n_predict = 128;
   int n_ctx = 0;
   int threads = 0;
-  float temp = 0.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  float repeat_penalty = 1.0f;
-  uint64_t seed = 0;
+  SamplingOptions sampling;  // greedy unless a flag says otherwise
+  int64_t seed = 0;
   bool special = false;
   bool ignore_eos = false;
   std::string prompt_tokens;  // JSON file of token ids instead of -p
@@ -60,12 +58,7 @@ Runner add_run_command(CLI::App& app) {
   add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
   add_device_options(c, a->dev);
   c->add_option("-t,--threads", a->threads, "threads (0: all cores)")->check(in_range(0, kMaxThreads));
-  c->add_option("--temp", a->temp, "temperature (0: greedy)")->check(in_range(0, 100));
-  c->add_option("--top-k", a->top_k, "top-k (0: off)")->check(in_range(0, 1e9));
-  c->add_option("--top-p", a->top_p, "top-p")->check(in_range(0, 1));
-  c->add_option("--min-p", a->min_p, "min-p")->check(in_range(0, 1));
-  c->add_option("--repeat-penalty", a->repeat_penalty, "repeat penalty (1: off)")->check(in_range(0, 10, /*lo_open=*/true));
-  c->add_option("-s,--seed", a->seed, "sampling seed");
+  add_sampling_options(c, a->sampling, a->seed);
   c->add_flag("--special", a->special, "parse special tokens written in the prompt");
   c->add_flag("--ignore-eos", a->ignore_eos, "keep generating after an end-of-generation token");
   c->add_flag("--chat", a->chat, "send the prompt as a user message through the model's chat template");
@@ -76,6 +69,8 @@ Runner add_run_command(CLI::App& app) {
       ->check(in_range(0, 1, /*lo_open=*/true));
   c->add_option("--block", a->block, "positions per block (default: the model's, 32)")->check(in_range(1, 4096));
   c->add_flag("--show-blocks", a->show_blocks, "draw each block filling in, pass by pass (stderr; redrawn in place on a terminal)");
+  add_env_args(c, {"model", "ctx-size", "threads", "cache-type-k", "cache-type-v", "temp", "top-k", "top-p", "min-p",
+                   "presence-penalty", "frequency-penalty", "repeat-penalty", "repeat-last-n", "seed", "n-predict", "device", "n-gpu-layers"});
   return [a] {
     EngineOptions eo;
     apply_device_options(a->dev, eo);
@@ -106,12 +101,8 @@ Runner add_run_command(CLI::App& app) {
     GenerateOptions go;
     go.max_tokens = a->n_predict;
     go.ignore_eos = a->ignore_eos;
-    go.sampling.temperature = a->temp;
-    go.sampling.top_k = a->top_k;
-    go.sampling.top_p = a->top_p;
-    go.sampling.min_p = a->min_p;
-    go.sampling.repeat_penalty = a->repeat_penalty;
-    go.sampling.seed = a->seed;
+    go.sampling = a->sampling;
+    go.sampling.seed = resolve_seed(a->seed);
     go.mode = a->mode == "diffusion" ? DecodeMode::Diffusion : a->mode == "spec" ? DecodeMode::Spec : DecodeMode::AR;
     go.threshold = a->threshold;
     go.block_size = a->block;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/env_args.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"clover.cpp: inference engine for Clover-35B-A3B and the qwen35moe architecture"};
@@ -43,12 +44,20 @@ int main(int argc, char** argv) {
     else if (a == "-dev") a = "--device";
     else if (a == "-ngl") a = "--n-gpu-layers";
     else if (a == "-fa") a = "--flash-attn";
+    else if (a == "-rea") a = "--reasoning";
+    else if (a == "-ot") a = "--override-tensor";
+    else if (a == "-cmoe") a = "--cpu-moe";
+    else if (a == "-ncmoe") a = "--n-cpu-moe";
     else if (a == "--list-devices") a = "devices";  // llama.cpp's spelling
+  const std::vector<std::string> given = args;
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int rc = app.exit(e);
+    if (const std::string note = clover::cli::env_arg_note(app, given, e.what()); !note.empty())
+      std::fprintf(stderr, "%s\n", note.c_str());
+    return rc;
   }
   try {
     for (size_t i = 0; i < subs.size(); ++i)

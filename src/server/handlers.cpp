@@ -13,6 +13,7 @@
 #include "server/client_socket.h"
 #include "server/pass_events.h"
 #include "server/response.h"
+#include "server/thinking_budget.h"
 
 namespace clover::server {
 
@@ -57,6 +58,14 @@ Collected collect(Job& job, const httplib::Request& req) {
   }
   if (auto err = job.error()) throw *err;
   return c;
+}
+
+// usage, with OpenAI's completion_tokens_details.reasoning_tokens when the output started in a
+// think block.
+json job_usage(const Job& job, const GenerateStats& s) {
+  json u = usage_json(s, job.prompt_tokens());
+  if (job.input.thinking_open) u["completion_tokens_details"] = {{"reasoning_tokens", job.reasoning_tokens.load()}};
+  return u;
 }
 
 // Per-stream state, owned by the content provider. A chat stream has a ChatOutput; a text
@@ -122,7 +131,7 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
   if (!ok) return false;
   if (last) {
     const GenerateStats& st = last->stats;
-    json usage = usage_json(st, s.job->prompt_tokens());
+    json usage = job_usage(*s.job, st);
     if (s.chat()) {
       for (auto& d : s.out->finish()) write_or_cancel(s, sink, sse(chat_chunk(s.meta, std::move(d))), ok);
       json fin = chat_chunk(s.meta, json::object(), finish_reason(last->finish, s.out->has_tool_calls()));
@@ -204,7 +213,8 @@ size_t string_bytes(const json& v) {
   return n;
 }
 
-std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text, size_t history_chars = 0) {
+std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text, size_t history_chars = 0,
+                            bool thinking_open = false) {
   if (r.prompt_tokens.empty()) check_prompt_size(st, prompt_text.size());
   if (r.gen.mode != DecodeMode::AR && !st.engine->info().device_denoises)
     throw ApiError(400, "invalid_request_error",
@@ -219,6 +229,9 @@ std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::st
   in.options = r.gen;
   in.max_tokens_given = r.max_tokens_given;
   in.pass_events = r.pass_events;
+  in.thinking_open = thinking_open;
+  in.reasoning_budget = r.reasoning_budget;
+  in.reasoning_end = ThinkingBudget::closing_text(st.opt.reasoning_budget_message);
   return st.scheduler->submit(std::move(in));
 }
 
@@ -245,8 +258,21 @@ std::optional<Collected> stream_or_collect(const httplib::Request& req, httplib:
 
 }  // namespace
 
+chat::RenderedPrompt render_chat(const ServerState& st, const chat::ChatRequest& req) {
+  try {
+    return st.chat_template->apply(req);
+  } catch (const chat::jinja::TemplateError& e) {
+    throw bad_request(std::string(e.raised ? "the chat template rejected the conversation: " : "chat template error: ") +
+                      (e.raised ? e.message : std::string(e.what())));
+  } catch (const std::exception& e) {
+    throw bad_request(std::string("cannot render the conversation with the chat template: ") + e.what());
+  }
+}
+
 void check_model(const ServerState& st, const std::string& requested) {
   if (requested.empty() || requested == st.model_name) return;
+  for (const auto& a : st.opt.aliases)
+    if (requested == a) return;
   const std::filesystem::path p(st.opt.model_path);
   if (requested == st.opt.model_path || requested == p.filename().string() || requested == p.stem().string()) return;
   throw ApiError(404, "not_found_error", "the model '" + requested + "' does not exist; this server serves '" + st.model_name + "'",
@@ -260,15 +286,7 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   check_model(st, r.model);
 
   check_prompt_size(st, string_bytes(r.chat.messages));
-  chat::RenderedPrompt rp;
-  try {
-    rp = st.chat_template->apply(r.chat);
-  } catch (const chat::jinja::TemplateError& e) {
-    throw bad_request(std::string(e.raised ? "the chat template rejected the conversation: " : "chat template error: ") +
-                      (e.raised ? e.message : std::string(e.what())));
-  } catch (const std::exception& e) {
-    throw bad_request(std::string("cannot render the conversation with the chat template: ") + e.what());
-  }
+  chat::RenderedPrompt rp = render_chat(st, r.chat);
 
   ChatOutputOptions oo;
   oo.parse = st.opt.parse_reasoning;
@@ -278,7 +296,7 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
 
   const size_t history_chars =
       std::string_view(rp.prompt).ends_with(rp.generation_prompt) ? rp.prompt.size() - rp.generation_prompt.size() : 0;
-  auto job = submit(st, r, std::move(rp.prompt), history_chars);
+  auto job = submit(st, r, std::move(rp.prompt), history_chars, rp.thinking_open);
   const ResponseMeta meta = new_meta("chatcmpl-", st.model_name);
   auto out = std::make_unique<ChatOutput>(std::move(oo));
   auto passes = r.pass_events ? std::make_unique<PassEncoder>(*st.engine, r.gen.mode) : nullptr;
@@ -287,9 +305,10 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   out->push(c->text);
   out->finish();
   const GenerateStats& s = c->last.stats;
-  res.set_content(dump(chat_completion(meta, out->message(), finish_reason(c->last.finish, out->has_tool_calls()),
-                                       usage_json(s, job->prompt_tokens()), timings_json(s))),
-                  "application/json");
+  json body_out = chat_completion(meta, out->message(), finish_reason(c->last.finish, out->has_tool_calls()), job_usage(*job, s),
+                                  timings_json(s));
+  if (r.return_tokens) body_out["choices"][0]["tokens"] = c->tokens;
+  res.set_content(dump(body_out), "application/json");
 }
 
 void handle_completions(ServerState& st, const httplib::Request& req, httplib::Response& res) {
@@ -302,7 +321,7 @@ void handle_completions(ServerState& st, const httplib::Request& req, httplib::R
   const std::optional<Collected> c = stream_or_collect(req, res, job, meta, r, no_chat);
   if (!c) return;
   const GenerateStats& s = c->last.stats;
-  json out = text_completion(meta, c->text, finish_reason(c->last.finish, false), usage_json(s, job->prompt_tokens()),
+  json out = text_completion(meta, c->text, finish_reason(c->last.finish, false), job_usage(*job, s),
                              timings_json(s));
   if (r.return_tokens) out["choices"][0]["tokens"] = c->tokens;
   res.set_content(dump(out), "application/json");

@@ -103,6 +103,10 @@ void parse_common(const json& body, const RequestDefaults& d, CompletionRequest&
   g.threshold = d.threshold;
   int64_t max_tokens = 0;
   constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+  if (d.n_predict >= 0) {  // the server's -n, unless the request says otherwise
+    r.max_tokens_given = true;
+    g.max_tokens = d.n_predict;
+  }
   if (get_int(body, "max_completion_tokens", max_tokens, -1, kMaxInt) || get_int(body, "max_tokens", max_tokens, -1, kMaxInt)) {
     r.max_tokens_given = max_tokens >= 0;  // -1: until the context is full (llama.cpp)
     g.max_tokens = static_cast<int>(std::max<int64_t>(max_tokens, 0));
@@ -118,11 +122,12 @@ void parse_common(const json& body, const RequestDefaults& d, CompletionRequest&
   // 1 is off; 0 would divide the logits by zero (a ratio, not a difference like the others).
   if (get_number(body, "repeat_penalty", s.repeat_penalty, 0.0, 10.0) && !(s.repeat_penalty > 0.0f))
     throw bad_request("'repeat_penalty' must be greater than 0 and at most 10 (1 is off; got 0)", "repeat_penalty");
-  if (get_int(body, "repeat_last_n", v, 0, kMaxInt)) s.repeat_last_n = static_cast<int>(v);
-  int64_t seed = -1;
+  if (get_int(body, "repeat_last_n", v, -1, kMaxInt)) s.repeat_last_n = static_cast<int>(v);
+  int64_t seed = d.seed;
   get_int(body, "seed", seed, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   s.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
   get_bool(body, "ignore_eos", g.ignore_eos);
+  get_bool(body, "return_tokens", r.return_tokens);
 
   if (present(body, "stop")) {
     const json& st = body["stop"];
@@ -245,6 +250,12 @@ CompletionRequest parse_chat_request(const json& body, const RequestDefaults& d)
   if (!r.parse_tools) r.chat.tools = nullptr;  // "none": the model is not told about the tools
   get_bool(body, "parallel_tool_calls", r.parallel_tool_calls);
 
+  // The thinking budget (llama-server's reasoning_budget; thinking_budget_tokens as Anthropic names it).
+  r.reasoning_budget = d.reasoning_budget;
+  int64_t v = 0;
+  for (const char* f : {"reasoning_budget", "thinking_budget_tokens"})
+    if (get_int(body, f, v, -1, std::numeric_limits<int>::max())) r.reasoning_budget = static_cast<int>(v);
+
   // Thinking: server default < top-level enable_thinking < chat_template_kwargs.
   r.chat.kwargs = d.chat_template_kwargs;
   bool thinking = true;
@@ -291,7 +302,6 @@ CompletionRequest parse_completion_request(const json& body, const RequestDefaul
   if (r.prompt.empty() && r.prompt_tokens.empty()) throw bad_request("'prompt' must not be empty", "prompt");
   if (present(body, "echo") && body["echo"] == true) throw bad_request("'echo' is not supported", "echo");
   parse_common(body, d, r);
-  get_bool(body, "return_tokens", r.return_tokens);
   return r;
 }
 

@@ -27,6 +27,9 @@ struct RequestDefaults {
     s.min_p = 0.05f;
     return s;
   }();
+  int64_t seed = -1;          // -1: a random seed per request
+  int n_predict = -1;         // max_tokens when the request gives none; -1: up to the end of the context
+  int reasoning_budget = -1;  // thinking tokens allowed; -1: unlimited
 };
 
 struct CompletionRequest {
@@ -41,11 +44,12 @@ struct CompletionRequest {
   bool parse_tools = true;          // tool_choice != "none"
   bool parallel_tool_calls = true;
   bool pass_events = false;         // extension: stream every denoising pass (server/pass_events.h)
+  int reasoning_budget = -1;        // reasoning_budget / thinking_budget_tokens; -1: unlimited
 
   // /v1/completions
   std::string prompt;
   std::vector<int32_t> prompt_tokens;  // the prompt given as token ids
-  bool return_tokens = false;          // extension: echo the generated token ids
+  bool return_tokens = false;          // extension (both endpoints): echo the generated token ids
 };
 
 // Parses a request body; 400 when it is not a JSON object.

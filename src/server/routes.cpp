@@ -7,6 +7,7 @@
 
 #include "server/handlers.h"
 #include "server/http_server.h"
+#include "server/props.h"
 #include "server/response.h"
 #include "server/server_state.h"
 #include "server/webui.h"
@@ -41,7 +42,7 @@ bool ascii_iequal(std::string_view a, std::string_view b) {
 }
 
 void check_api_key(const ServerState& st, const httplib::Request& req) {
-  if (st.opt.api_key.empty()) return;
+  if (st.opt.api_keys.empty()) return;
   std::string key;
   const std::string auth = req.get_header_value("Authorization");
   // The scheme is case-insensitive (RFC 9110, 11.1): "Bearer", "bearer" and "BEARER" are one.
@@ -54,7 +55,9 @@ void check_api_key(const ServerState& st, const httplib::Request& req) {
   }
   if (key.empty())
     throw ApiError(401, "authentication_error", "missing API key: send it as 'Authorization: Bearer <key>'");
-  if (!equal_constant_time(key, st.opt.api_key)) throw ApiError(401, "authentication_error", "invalid API key");
+  bool valid = false;
+  for (const auto& k : st.opt.api_keys) valid |= equal_constant_time(key, k);  // no early exit: the same time for every key
+  if (!valid) throw ApiError(401, "authentication_error", "invalid API key");
 }
 
 struct RouteFlags {
@@ -149,6 +152,13 @@ void register_routes(httplib::Server& http, ServerState& st) {
     const auto ids = parse_token_ids(body["tokens"], "tokens", st.engine->info().n_vocab);
     send_json(res, {{"content", st.engine->detokenize(ids)}});
   }));
+
+  http.Get("/props", wrap(st, "/props", model, [&st](const httplib::Request& req, httplib::Response& res) { handle_props(st, req, res); }));
+  http.Get("/slots", wrap(st, "/slots", model, [&st](const httplib::Request& req, httplib::Response& res) { handle_slots(st, req, res); }));
+  auto apply_template = wrap(st, "/apply-template", model,
+                             [&st](const httplib::Request& req, httplib::Response& res) { handle_apply_template(st, req, res); });
+  http.Post("/apply-template", apply_template);
+  register_cors(http);
 
   if (st.opt.webui) register_webui(http);
 

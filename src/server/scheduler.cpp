@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string_view>
 
+#include "server/thinking_budget.h"
+
 namespace clover::server {
 
 namespace {
@@ -28,6 +30,11 @@ bool strict_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b)
 }  // namespace
 
 // ---- Job -------------------------------------------------------------------------------------
+
+Job::Job(JobInput in) : input(std::move(in)), id([] {
+  static std::atomic<int64_t> next{0};
+  return next++;
+}()) {}
 
 bool Job::take(std::vector<Event>& out, std::chrono::milliseconds timeout, std::vector<Pass>* passes) {
   std::unique_lock lk(mu_);
@@ -123,6 +130,20 @@ Scheduler::~Scheduler() {
 }
 
 int Scheduler::n_ctx() const { return slots_.front().session->n_ctx(); }
+
+std::vector<Scheduler::SlotState> Scheduler::slot_states() {
+  std::lock_guard lk(mu_);
+  std::vector<SlotState> out;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    SlotState st;
+    st.id = static_cast<int>(i);
+    st.job = slots_[i].job;
+    // A busy slot's thread rewrites its tokens; an idle one's are settled (mu_ held).
+    if (!st.job) st.cached_tokens = static_cast<int>(slots_[i].tokens.size());
+    out.push_back(std::move(st));
+  }
+  return out;
+}
 
 std::shared_ptr<Job> Scheduler::submit(JobInput in) {
   auto job = std::make_shared<Job>(std::move(in));
@@ -288,12 +309,7 @@ void Scheduler::run(Slot& slot, Job& job, std::vector<int32_t> prompt) {
   GenerateStats stats;
   bool ok = true;
   try {
-    Event last = slot.session->generate(prompt, go, [&](const Event& ev) {
-      generated.insert(generated.end(), ev.tokens.begin(), ev.tokens.end());
-      job.push(ev);
-      return !job.cancel.load();
-    });
-    stats = last.stats;
+    stats = generate(slot, job, prompt, std::move(go), generated);
   } catch (const Error& e) {
     // Bad requests the engine catches itself (e.g. a decoding mode it does not support yet).
     ok = false;
@@ -321,6 +337,93 @@ void Scheduler::run(Slot& slot, Job& job, std::vector<int32_t> prompt) {
     metrics_.generation_done(stats, job.cancel.load());
     job.end();
   }
+}
+
+namespace {
+
+// The statistics of a generation stopped at the thinking budget (`first`, absent for budget 0)
+// and of its continuation after the forced closing text (`second`), as one generation.
+GenerateStats merge_stats(const GenerateStats* first, const GenerateStats& second, int n_forced, int n_generated) {
+  GenerateStats t = second;
+  if (first) {
+    t.prompt_tokens = first->prompt_tokens;
+    t.cached_tokens = first->cached_tokens;
+    t.prompt_seconds = first->prompt_seconds;
+    t.generate_seconds = first->generate_seconds + second.prompt_seconds + second.generate_seconds;
+    t.passes += first->passes;
+    t.denoise_passes += first->denoise_passes;
+    t.blocks += first->blocks;
+    t.denoise_seconds += first->denoise_seconds;
+  } else {
+    t.prompt_tokens = std::max(0, second.prompt_tokens - n_forced);
+  }
+  t.generated_tokens = n_generated;
+  return t;
+}
+
+}  // namespace
+
+GenerateStats Scheduler::generate(Slot& slot, Job& job, const std::vector<int32_t>& prompt, GenerateOptions go,
+                                  std::vector<int32_t>& generated) {
+  ThinkingBudget budget(job.input.thinking_open, job.input.reasoning_budget);
+  const bool spent_at_start = budget.spent_at_start();
+  bool spent = spent_at_start;
+  GenerateStats first;
+  if (!spent) {
+    Event last = slot.session->generate(prompt, go, [&](const Event& ev) {
+      if (ev.finish != FinishReason::None && spent) {
+        // The end of a generation stopped at the budget: its text goes on, its finish does not.
+        if (!ev.text.empty()) job.push(Event{ev.text, {}, FinishReason::None, {}});
+        return true;
+      }
+      generated.insert(generated.end(), ev.tokens.begin(), ev.tokens.end());
+      job.n_decoded += static_cast<int>(ev.tokens.size());
+      for (int32_t t : ev.tokens)
+        if (!engine_.is_end_token(t) && budget.push(ev.text)) spent = true;
+      job.reasoning_tokens = budget.thinking_tokens();
+      job.push(ev);
+      return !job.cancel.load() && !spent;
+    });
+    if (!spent || job.cancel.load()) return last.stats;
+    first = last.stats;
+  }
+
+  // The budget is spent: the closing text, as if the model had written it, then the answer.
+  const std::vector<int32_t> forced = engine_.tokenize(job.input.reasoning_end, true);
+  budget.close();
+  const bool ran_first = !spent_at_start;
+  std::vector<int32_t> next = prompt;
+  next.insert(next.end(), generated.begin(), generated.end());
+  next.insert(next.end(), forced.begin(), forced.end());
+  generated.insert(generated.end(), forced.begin(), forced.end());
+  job.n_decoded += static_cast<int>(forced.size());
+  job.push(Event{job.input.reasoning_end, forced, FinishReason::None, {}});
+
+  const int room = slot.session->n_ctx() - static_cast<int>(next.size());
+  go.max_tokens = std::min(go.max_tokens - static_cast<int>(generated.size()), room);
+  go.snapshot_at.clear();
+  go.sampling.seed += 1;  // a fresh stream for the answer
+  GenerateStats second;
+  if (go.max_tokens <= 0) {  // the budget's closing text used up the tokens or the context
+    Event done{"", {}, FinishReason::Length, merge_stats(ran_first ? &first : nullptr, second, 0, static_cast<int>(generated.size()))};
+    job.push(done);
+    return done.stats;
+  }
+  GenerateStats merged;
+  slot.session->generate(next, go, [&](const Event& ev) {
+    generated.insert(generated.end(), ev.tokens.begin(), ev.tokens.end());
+    job.n_decoded += static_cast<int>(ev.tokens.size());
+    if (ev.finish == FinishReason::None) {
+      job.push(ev);
+      return !job.cancel.load();
+    }
+    Event done = ev;
+    done.stats = merged = merge_stats(ran_first ? &first : nullptr, ev.stats, static_cast<int>(forced.size()),
+                                      static_cast<int>(generated.size()));
+    job.push(done);
+    return true;
+  });
+  return merged;
 }
 
 }  // namespace clover::server

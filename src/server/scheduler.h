@@ -40,12 +40,18 @@ struct JobInput {
   size_t history_chars = 0;           // chat: prompt_text's length before the generation prompt
   GenerateOptions options;
   bool pass_events = false;           // queue every denoising pass too (see Job::take)
+  // Chat: the prompt left a think block open; its budget (-1: unlimited) and the text forced to
+  // close it when the budget is spent (server/thinking_budget.h).
+  bool thinking_open = false;
+  int reasoning_budget = -1;
+  std::string reasoning_end;
 };
 
 class Job {
  public:
-  explicit Job(JobInput in) : input(std::move(in)) {}
+  explicit Job(JobInput in);
   const JobInput input;
+  const int64_t id;             // a task id, counted from 0 (GET /slots shows it)
   std::vector<int32_t> tokens;  // the whole prompt, tokenised (set by Scheduler::submit)
   std::atomic<bool> cancel{false};
 
@@ -64,6 +70,8 @@ class Job {
   std::optional<ApiError> wait_started();
   std::optional<ApiError> error() const;
   int prompt_tokens() const;  // the prompt's full length (known once started)
+  std::atomic<int> n_decoded{0};         // tokens generated so far
+  std::atomic<int> reasoning_tokens{0};  // of which thinking tokens (when the prompt opened a think block)
 
   // Producer side (the worker).
   void push(const Event& ev);
@@ -103,6 +111,14 @@ class Scheduler {
   int n_ctx() const;
   int n_slots() const { return static_cast<int>(slots_.size()); }
 
+  // What GET /slots reports of each slot.
+  struct SlotState {
+    int id = 0;
+    std::shared_ptr<const Job> job;  // the job it runs; null: idle
+    int cached_tokens = 0;           // idle: the tokens its cache holds
+  };
+  std::vector<SlotState> slot_states();
+
  private:
   struct Slot {
     std::unique_ptr<Session> session;
@@ -115,6 +131,10 @@ class Scheduler {
   };
   void slot_loop(Slot& slot);
   void run(Slot& slot, Job& job, std::vector<int32_t> prompt);
+  // One generation of a job, with its thinking budget: stops at the budget, forces the closing
+  // text, continues. Appends every token to `generated`; returns the merged statistics.
+  GenerateStats generate(Slot& slot, Job& job, const std::vector<int32_t>& prompt, GenerateOptions go,
+                         std::vector<int32_t>& generated);
   // Hands queued jobs to idle slots (mu_ held).
   void dispatch_locked();
   // The idle slot for a job and the prompt's tokens for it (reusing the slot's tokens for a text

@@ -49,6 +49,7 @@ void load(ServerState& st) {
   if (source.empty()) throw Error("the model has no chat template; give one with --chat-template-file");
   try {
     st.chat_template = std::make_unique<chat::ChatTemplate>(source);
+    st.chat_template_source = source;
   } catch (const std::exception& e) {
     throw Error(std::string("the chat template does not parse: ") + e.what());
   }
@@ -74,7 +75,11 @@ int run_server(const ServerOptions& opt) {
 
   ServerState st;
   st.opt = opt;
-  st.model_name = opt.alias.empty() ? std::filesystem::path(opt.model_path).stem().string() : opt.alias;
+  st.model_name = opt.aliases.empty() ? std::filesystem::path(opt.model_path).stem().string() : opt.aliases.front();
+  st.defaults.sampling = opt.sampling;
+  st.defaults.seed = opt.seed;
+  st.defaults.n_predict = opt.n_predict;
+  st.defaults.reasoning_budget = opt.reasoning_budget;
   st.defaults.mode = opt.mode;
   st.defaults.threshold = opt.threshold;
   st.defaults.chat_template_kwargs = opt.chat_template_kwargs;

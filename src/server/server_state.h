@@ -27,6 +27,7 @@ struct ServerState {
   // Set by the loader thread, then read-only; `ready` publishes them.
   std::unique_ptr<Engine> engine;
   std::unique_ptr<chat::ChatTemplate> chat_template;
+  std::string chat_template_source;
   std::unique_ptr<Scheduler> scheduler;
   size_t max_token_bytes = 0;  // the longest token's text: a prompt has at least bytes / this tokens
   std::atomic<bool> ready{false};

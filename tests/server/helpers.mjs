@@ -93,11 +93,13 @@ export const TOOLS = [
   },
 ];
 
-// Starts a server of the test's own (`clover serve` with the test model and `args`) and waits for
-// /health; returns {base, port, proc}. Stop it with proc.kill('SIGTERM').
-export async function spawnServer(args) {
-  const proc = spawn(process.env.CLOVER_BIN, ['serve', '-m', process.env.CLOVER_MODEL_PATH, '--port', '0', ...args],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
+// Starts a server of the test's own (`clover serve` with the test model and `args`; `env` adds
+// environment variables, `model: false` leaves -m out) and waits for /health; returns
+// {base, port, proc}. Stop it with proc.kill('SIGTERM').
+export async function spawnServer(args, { env = {}, model = true } = {}) {
+  const proc = spawn(process.env.CLOVER_BIN,
+    ['serve', ...(model ? ['-m', process.env.CLOVER_MODEL_PATH] : []), '--port', '0', ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   let buf = '';
   const port = await new Promise((resolve, reject) => {
     proc.stderr.on('data', (d) => {
