@@ -143,6 +143,9 @@ json input_messages(const json& body) {
 }
 
 // Responses function tools ({"type":"function","name","description","parameters"}) -> chat tools.
+// The other kinds (hosted tools such as web_search, namespaces of sub-agent tools, custom
+// free-form tools), which agents like Codex send with every request, are not offered to the model:
+// it can only call functions. A tool_choice that forces one of them is refused.
 json chat_tools(const json& tools) {
   if (!tools.is_array()) throw wrong_type("tools", "an array", tools);
   json out = json::array();
@@ -150,9 +153,7 @@ json chat_tools(const json& tools) {
     const std::string f = "tools[" + std::to_string(i) + "]";
     const json& t = tools[i];
     if (!t.is_object()) throw wrong_type(f, "an object", t);
-    const std::string& type = get_string(t, "type", f);
-    if (type != "function")
-      throw bad_request("'" + f + "': tools of type '" + type + "' are not supported (only function tools are)", f + ".type");
+    if (get_string(t, "type", f) != "function") continue;
     json fn = {{"name", get_string(t, "name", f)}};
     if (present(t, "description")) fn["description"] = t["description"];
     fn["parameters"] = present(t, "parameters") ? t["parameters"] : json{{"type", "object"}, {"properties", json::object()}};

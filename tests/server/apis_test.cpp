@@ -87,7 +87,7 @@ TEST(ServerResponsesApi, InputItemsBecomeChatMessages) {
 
 TEST(ServerResponsesApi, RefusesStateAndWhatItCannotExpress) {
   for (const char* body : {R"({"input":"hi","previous_response_id":"resp_1"})", R"({"input":[{"type":"item_reference","id":"x"}]})",
-                           R"({"input":"hi","tools":[{"type":"web_search"}]})", R"({"input":"hi","reasoning":{"effort":"max"}})",
+                           R"({"input":"hi","tool_choice":{"type":"web_search"}})", R"({"input":"hi","reasoning":{"effort":"max"}})",
                            R"({"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]})", R"({})",
                            R"({"input":"hi","background":true})", R"({"input":[{"type":"function_call","name":"f","arguments":"{}"}]})"}) {
     EXPECT_THROW(responses_to_chat(json::parse(body)), ApiError) << body;

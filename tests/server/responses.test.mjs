@@ -165,12 +165,16 @@ test('refusals: previous_response_id, stateful and non-text inputs, other tool t
   await bad({}, /'input' is required/);
   await bad({ input: [{ type: 'item_reference', id: 'x' }] }, /keeps no state/);
   await bad({ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }, /input_image/);
-  await bad({ input: 'hi', tools: [{ type: 'web_search' }] }, /only function tools/);
+  await bad({ input: 'hi', tools: [{ type: 'web_search' }], tool_choice: { type: 'web_search' } }, /tool_choice/);
   await bad({ input: 'hi', reasoning: { effort: 'extreme' } }, /reasoning.effort/);
   await bad({ input: 'hi', max_output_tokens: 0 }, /max_output_tokens/);
   await bad({ input: [{ type: 'function_call', name: 'f', arguments: '{}' }] }, /call_id/);
   await bad({ input: 'hi', text: { format: { type: 'json_schema', name: 'x', schema: {} } } }, /text.format/);
   await assert.rejects(oai.responses.create({ model: MODEL, input: 'hi', previous_response_id: 'resp_1' }), (e) => e.status === 400);
+  // Tools the model cannot call (hosted ones, namespaces, as Codex sends) are not offered to it.
+  const plain = await oai.responses.create({ model: MODEL, input: QUESTION, max_output_tokens: 1 });
+  const hosted = await oai.responses.create({ model: MODEL, input: QUESTION, max_output_tokens: 1, tools: [{ type: 'web_search' }, { type: 'namespace', name: 'n', tools: [] }] });
+  assert.equal(hosted.usage.input_tokens, plain.usage.input_tokens);
   // store is accepted and nothing is kept.
   const r = await oai.responses.create({ model: MODEL, input: QUESTION, max_output_tokens: 4, store: true });
   assert.equal(r.store, false);
