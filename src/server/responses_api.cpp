@@ -5,22 +5,12 @@
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/handlers.h"
+#include "server/json_fields.h"
 #include "server/response.h"
 
 namespace clover::server {
 
 namespace {
-
-bool present(const json& o, const char* key) { return o.is_object() && o.contains(key) && !o.at(key).is_null(); }
-
-ApiError wrong_type(const std::string& field, const char* want, const json& got) {
-  return bad_request("'" + field + "' must be " + want + " (got " + got.type_name() + ")", field);
-}
-
-const std::string& get_string(const json& o, const char* key, const std::string& f) {
-  if (!present(o, key) || !o.at(key).is_string()) throw bad_request("'" + f + "." + key + "' must be a string", f + "." + key);
-  return o.at(key).get_ref<const std::string&>();
-}
 
 // The text of a message's content: a string, or parts of the text types (input_text, output_text,
 // refusal). Files, images and audio are refused: the model reads text only.
