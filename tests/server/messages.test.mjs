@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
-import { post, URL_BASE, API_KEY, MODEL } from './helpers.mjs';
+import { post, spawnServer, URL_BASE, API_KEY, MODEL } from './helpers.mjs';
 
 const claude = new Anthropic({ baseURL: URL_BASE, apiKey: API_KEY || 'none', maxRetries: 0, timeout: 120_000 });
 const QUESTION = [{ role: 'user', content: 'What is the capital of Australia? One word.' }];
@@ -151,4 +151,20 @@ test('errors in Anthropic\'s shape; x-api-key and Bearer both authenticate', asy
   const ok = await post('/v1/messages', { model: MODEL, max_tokens: 1, messages: QUESTION }, { key: '', headers: { 'x-api-key': API_KEY } });
   assert.equal(ok.status, 200);
   await assert.rejects(claude.messages.create({ model: MODEL, messages: QUESTION }), (e) => e.status === 400 && e.error?.error?.type === 'invalid_request_error');
+});
+
+test('thinking off server-wide (--chat-template-kwargs): no thinking block unless the request enables it', async () => {
+  const server = await spawnServer(['--chat-template-kwargs', '{"enable_thinking":false}', '-t', '1']);
+  try {
+    const own = new Anthropic({ baseURL: server.base, apiKey: 'none', maxRetries: 0 });
+    const off = await own.messages.create({ model: 'default', max_tokens: 32, temperature: 0, messages: QUESTION });
+    assert.deepEqual(off.content.map((b) => b.type), ['text']);
+    assert.match(off.content[0].text, /Canberra/);
+    const on = await own.messages.create({
+      model: 'default', max_tokens: 96, temperature: 0, messages: QUESTION, thinking: { type: 'enabled', budget_tokens: 1024 },
+    });
+    assert.deepEqual(on.content.map((b) => b.type), ['thinking', 'text']);
+  } finally {
+    server.proc.kill('SIGTERM');
+  }
 });

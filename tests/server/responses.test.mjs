@@ -4,7 +4,7 @@
 // their function_call_output items, thinking off per request, and the refusals.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { client, post, MODEL } from './helpers.mjs';
+import { client, post, spawnServer, MODEL } from './helpers.mjs';
 
 const oai = client();
 const QUESTION = 'What is the capital of Australia? One word.';
@@ -178,4 +178,19 @@ test('refusals: previous_response_id, stateful and non-text inputs, other tool t
   // store is accepted and nothing is kept.
   const r = await oai.responses.create({ model: MODEL, input: QUESTION, max_output_tokens: 4, store: true });
   assert.equal(r.store, false);
+});
+
+test('thinking off server-wide (--chat-template-kwargs): no reasoning item unless the request asks for effort', async () => {
+  const server = await spawnServer(['--chat-template-kwargs', '{"enable_thinking":false}', '-t', '1']);
+  try {
+    const own = client({ baseURL: `${server.base}/v1` });
+    const off = await own.responses.create({ input: QUESTION, max_output_tokens: 32, temperature: 0 });
+    assert.equal(texts(off, 'reasoning').length, 0);
+    assert.match(off.output_text, /Canberra/);
+    const on = await own.responses.create({ input: QUESTION, max_output_tokens: 96, temperature: 0, reasoning: { effort: 'medium' } });
+    assert.equal(texts(on, 'reasoning').length, 1);
+    assert.match(on.output_text, /Canberra/);
+  } finally {
+    server.proc.kill('SIGTERM');
+  }
 });
