@@ -247,10 +247,8 @@ json messages_to_chat(const json& body, bool count_only) {
   if (present(body, "clover") && body["clover"].is_object() && present(body["clover"], "pass_events"))
     throw bad_request("'clover.pass_events' is supported on /v1/chat/completions only", "clover.pass_events");
   json msgs = json::array();
-  if (present(body, "system")) {
-    std::string system = text_of(body["system"], "system");
-    if (!system.empty()) msgs.push_back({{"role", "system"}, {"content", std::move(system)}});
-  }
+  std::string system;
+  if (present(body, "system")) system = text_of(body["system"], "system");
   if (!body.contains("messages")) throw bad_request("'messages' is required", "messages");
   const json& in = body["messages"];
   if (!in.is_array()) throw wrong_type("messages", "an array", in);
@@ -262,10 +260,20 @@ json messages_to_chat(const json& body, bool count_only) {
     if (!present(in[i], "content")) throw bad_request("'" + f + ".content' is required", f + ".content");
     const json& content = in[i]["content"];
     if (!content.is_string() && !content.is_array()) throw wrong_type(f + ".content", "a string or an array of content blocks", content);
-    if (role == "user") user_turn(content, f + ".content", msgs);
-    else if (role == "assistant") assistant_turn(content, f + ".content", msgs);
-    else throw bad_request("'" + f + ".role' must be user or assistant (got \"" + role + "\"; the system prompt is 'system')", f + ".role");
+    if (role == "user") {
+      user_turn(content, f + ".content", msgs);
+    } else if (role == "assistant") {
+      assistant_turn(content, f + ".content", msgs);
+    } else if (role == "system") {
+      // Claude Code sends system messages between the turns; the templates accept one system
+      // turn, at the start, so their text joins the system prompt.
+      if (!system.empty()) system += "\n\n";
+      system += text_of(content, f + ".content");
+    } else {
+      throw bad_request("'" + f + ".role' must be user, assistant or system (got \"" + role + "\")", f + ".role");
+    }
   }
+  if (!system.empty()) msgs.insert(msgs.begin(), json{{"role", "system"}, {"content", std::move(system)}});
   if (in.back().value("role", "") == "assistant")
     throw bad_request("a final assistant message (prefilling the answer) is not supported: end with a user message", "messages");
 

@@ -161,9 +161,17 @@ TEST(ServerMessagesApi, ContentBlocksBecomeChatMessages) {
   EXPECT_FALSE(r.parallel_tool_calls);
 }
 
+TEST(ServerMessagesApi, SystemMessagesJoinTheSystemPrompt) {
+  const json chat = messages_to_chat(json::parse(R"({"max_tokens":8,"system":"A.",
+    "messages":[{"role":"user","content":"hi"},{"role":"system","content":[{"type":"text","text":"B."}]},{"role":"user","content":"go"}]})"));
+  ASSERT_EQ(chat["messages"].size(), 3u);
+  EXPECT_EQ(chat["messages"][0], json::parse(R"({"role":"system","content":"A.\n\nB."})"));
+  EXPECT_EQ(chat["messages"][2]["content"], "go");
+}
+
 TEST(ServerMessagesApi, RefusesWhatItCannotExpress) {
   for (const char* body : {R"({"messages":[{"role":"user","content":"hi"}]})",  // no max_tokens
-                           R"({"max_tokens":8,"messages":[{"role":"system","content":"hi"}]})",
+                           R"({"max_tokens":8,"messages":[{"role":"tool","content":"hi"}]})",
                            R"({"max_tokens":8,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]})",
                            R"({"max_tokens":8,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"The"}]})",
                            R"({"max_tokens":8,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"bash_20250124","name":"bash"}]})",

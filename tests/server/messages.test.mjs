@@ -120,6 +120,14 @@ test('streaming tool use: input_json_delta fragments add up to each input', asyn
   assert.deepEqual(blocks(acc, 'tool_use').map((u) => u.input), [{ city: 'Lisbon' }, { city: 'Oslo' }]);
 });
 
+test('system messages between the turns (as Claude Code sends them) join the system prompt', async () => {
+  const a = await claude.messages.countTokens({ model: MODEL, system: 'Be brief.\n\nAnswer in English.', messages: QUESTION });
+  const b = await claude.messages.countTokens({
+    model: MODEL, system: 'Be brief.', messages: [...QUESTION, { role: 'system', content: 'Answer in English.' }],
+  });
+  assert.equal(b.input_tokens, a.input_tokens);
+});
+
 test('count_tokens equals the prompt of the same request', async () => {
   const body = { model: MODEL, messages: WARMER, tools: WEATHER, system: 'Be brief.' };
   const { input_tokens } = await claude.messages.countTokens(body);
@@ -137,7 +145,7 @@ test('errors in Anthropic\'s shape; x-api-key and Bearer both authenticate', asy
     if (re) assert.match(r.json.error.message, re);
   };
   check(await post('/v1/messages', { model: MODEL, messages: QUESTION }), 400, 'invalid_request_error', /max_tokens/);
-  check(await post('/v1/messages', { model: MODEL, max_tokens: 8, messages: [{ role: 'system', content: 'x' }] }), 400, 'invalid_request_error', /role/);
+  check(await post('/v1/messages', { model: MODEL, max_tokens: 8, messages: [{ role: 'tool', content: 'x' }] }), 400, 'invalid_request_error', /role/);
   check(await post('/v1/messages', { model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] }),
     400, 'invalid_request_error', /image/);
   check(await post('/v1/messages', { model: MODEL, max_tokens: 8, messages: QUESTION, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }),
