@@ -94,6 +94,7 @@ json input_messages(const json& body) {
             msgs.push_back({{"role", "system"}, {"content", std::move(text)}});
           }
         } else if (role == "user") {
+          reasoning.clear();  // a reasoning item belongs to the assistant turn right after it
           msgs.push_back({{"role", "user"}, {"content", std::move(text)}});
         } else if (role == "assistant") {
           json m = {{"role", "assistant"}, {"content", std::move(text)}};
