@@ -8,7 +8,6 @@ std::vector<json> ChatOutput::deltas(const std::vector<chat::StreamEvent>& evs) 
   using K = chat::StreamEvent::Kind;
   std::vector<json> out;
   for (const auto& e : evs) {
-    if ((e.kind == K::ToolCallBegin || e.kind == K::ToolCallArguments) && !opt_.parallel_tool_calls && e.index > 0) continue;
     switch (e.kind) {
       case K::Reasoning:
         if (!e.text.empty()) out.push_back({{"reasoning_content", e.text}, {"reasoning", e.text}});
@@ -31,16 +30,35 @@ std::vector<json> ChatOutput::deltas(const std::vector<chat::StreamEvent>& evs) 
   return out;
 }
 
-std::vector<json> ChatOutput::push(std::string_view text) {
-  raw_ += text;
-  if (!opt_.parse) return text.empty() ? std::vector<json>{} : std::vector<json>{json{{"content", std::string(text)}}};
-  return deltas(parser_.push(text));
+std::vector<chat::StreamEvent> ChatOutput::options_applied(std::vector<chat::StreamEvent> evs) const {
+  using K = chat::StreamEvent::Kind;
+  if (!opt_.parallel_tool_calls)
+    std::erase_if(evs, [](const chat::StreamEvent& e) {
+      return (e.kind == K::ToolCallBegin || e.kind == K::ToolCallArguments) && e.index > 0;
+    });
+  return evs;
 }
 
-std::vector<json> ChatOutput::finish() {
-  if (!opt_.parse) return {};
-  return deltas(parser_.finish());
+std::vector<chat::StreamEvent> ChatOutput::push_events(std::string_view text) {
+  raw_ += text;
+  if (!opt_.parse) {
+    if (text.empty()) return {};
+    chat::StreamEvent e{};
+    e.kind = chat::StreamEvent::Kind::Content;
+    e.text = text;
+    return {std::move(e)};
+  }
+  return options_applied(parser_.push(text));
 }
+
+std::vector<chat::StreamEvent> ChatOutput::finish_events() {
+  if (!opt_.parse) return {};
+  return options_applied(parser_.finish());
+}
+
+std::vector<json> ChatOutput::push(std::string_view text) { return deltas(push_events(text)); }
+
+std::vector<json> ChatOutput::finish() { return deltas(finish_events()); }
 
 bool ChatOutput::has_tool_calls() const { return opt_.parse && !parser_.message().tool_calls.empty(); }
 

@@ -10,9 +10,6 @@ namespace clover::server {
 void handle_chat_completions(ServerState& st, const httplib::Request& req, httplib::Response& res);
 void handle_completions(ServerState& st, const httplib::Request& req, httplib::Response& res);
 
-// The conversation rendered with the chat template; 400 when the template rejects it.
-chat::RenderedPrompt render_chat(const ServerState& st, const chat::ChatRequest& req);
-
 // 404 unless `requested` is empty or names the served model (alias, path, file name or stem).
 void check_model(const ServerState& st, const std::string& requested);
 

@@ -1,5 +1,6 @@
 #include "server/props.h"
 
+#include "server/generation.h"
 #include "server/handlers.h"
 #include "server/response.h"
 

@@ -5,12 +5,17 @@
 
 namespace clover::server {
 
-ResponseMeta new_meta(const char* id_prefix, std::string model) {
+std::string random_id(std::string_view prefix) {
   static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id(prefix);
+  for (int i = 0; i < 24; ++i) id += alnum[rng() % (sizeof(alnum) - 1)];
+  return id;
+}
+
+ResponseMeta new_meta(const char* id_prefix, std::string model) {
   ResponseMeta m;
-  m.id = id_prefix;
-  for (int i = 0; i < 24; ++i) m.id += alnum[rng() % (sizeof(alnum) - 1)];
+  m.id = random_id(id_prefix);
   m.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   m.model = std::move(model);
   return m;

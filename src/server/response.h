@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,8 @@ struct ResponseMeta {
   std::string model;
 };
 ResponseMeta new_meta(const char* id_prefix, std::string model);
+// `prefix` followed by 24 random letters and digits (response, item and message ids).
+std::string random_id(std::string_view prefix);
 
 // "data: <json>\n\n" (invalid UTF-8 replaced, never thrown on).
 std::string sse(const json& j);

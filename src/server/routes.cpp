@@ -7,8 +7,10 @@
 
 #include "server/handlers.h"
 #include "server/http_server.h"
+#include "server/messages_api.h"
 #include "server/props.h"
 #include "server/response.h"
+#include "server/responses_api.h"
 #include "server/server_state.h"
 #include "server/webui.h"
 
@@ -18,9 +20,11 @@ namespace {
 
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
-void send_error(httplib::Response& res, const ApiError& e) {
+using ErrorBody = json (*)(const ApiError&);
+
+void send_error(httplib::Response& res, const ApiError& e, ErrorBody body = nullptr) {
   res.status = e.status;
-  res.set_content(dump(e.body()), "application/json");
+  res.set_content(dump(body ? body(e) : e.body()), "application/json");
 }
 
 void send_json(httplib::Response& res, const json& j) { res.set_content(dump(j), "application/json"); }
@@ -54,7 +58,7 @@ void check_api_key(const ServerState& st, const httplib::Request& req) {
     key = req.get_header_value("X-Api-Key");
   }
   if (key.empty())
-    throw ApiError(401, "authentication_error", "missing API key: send it as 'Authorization: Bearer <key>'");
+    throw ApiError(401, "authentication_error", "missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'");
   bool valid = false;
   for (const auto& k : st.opt.api_keys) valid |= equal_constant_time(key, k);  // no early exit: the same time for every key
   if (!valid) throw ApiError(401, "authentication_error", "invalid API key");
@@ -63,6 +67,7 @@ void check_api_key(const ServerState& st, const httplib::Request& req) {
 struct RouteFlags {
   bool auth = true;        // needs the API key
   bool needs_model = true; // 503 while loading
+  ErrorBody error_body = nullptr;  // the API's error shape (null: OpenAI's)
 };
 
 // Every handler runs inside this: authentication, readiness, ApiError -> its status, anything
@@ -74,9 +79,9 @@ Handler wrap(ServerState& st, std::string endpoint, RouteFlags flags, Handler h)
       if (flags.needs_model && !st.ready.load()) throw unavailable("Loading model");
       h(req, res);
     } catch (const ApiError& e) {
-      send_error(res, e);
+      send_error(res, e, flags.error_body);
     } catch (const std::exception& e) {
-      send_error(res, server_error(e.what()));
+      send_error(res, server_error(e.what()), flags.error_body);
     }
     // A handler that set no status answers 200 (httplib fills it in only after this).
     st.metrics.request_done(endpoint, res.status == -1 ? 200 : res.status);
@@ -127,6 +132,16 @@ void register_routes(httplib::Server& http, ServerState& st) {
                           [&st](const httplib::Request& req, httplib::Response& res) { handle_completions(st, req, res); });
   http.Post("/v1/completions", completions);
   http.Post("/completions", completions);
+  auto responses = wrap(st, "/v1/responses", model,
+                        [&st](const httplib::Request& req, httplib::Response& res) { handle_responses(st, req, res); });
+  http.Post("/v1/responses", responses);
+  http.Post("/responses", responses);
+  const RouteFlags anthropic{true, true, &anthropic_error_body};
+  http.Post("/v1/messages", wrap(st, "/v1/messages", anthropic,
+                                 [&st](const httplib::Request& req, httplib::Response& res) { handle_messages(st, req, res); }));
+  http.Post("/v1/messages/count_tokens", wrap(st, "/v1/messages/count_tokens", anthropic, [&st](const httplib::Request& req, httplib::Response& res) {
+              handle_count_tokens(st, req, res);
+            }));
 
   // {"content": "text", "with_pieces": false, "parse_special": true} -> {"tokens": [...]}
   http.Post("/tokenize", wrap(st, "/tokenize", model, [&st](const httplib::Request& req, httplib::Response& res) {
