@@ -11,7 +11,11 @@ enum class DType : uint32_t {
   F32 = 0,
   F16 = 1,
   Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
   Q8_0 = 8,
+  Q8_1 = 9,  // activations of Q4_1 / Q5_1 products only; never a weight type here (llama.cpp: same)
   Q4_K = 12,
   Q5_K = 13,
   Q6_K = 14,
@@ -19,7 +23,7 @@ enum class DType : uint32_t {
   BF16 = 30,
 };
 
-constexpr int64_t kQK = 32;   // values per Q4_0 / Q8_0 block
+constexpr int64_t kQK = 32;   // values per block of the legacy types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1)
 constexpr int64_t kQK_K = 256;  // values per K-quant super-block
 
 // Blocks laid out exactly as ggml lays them out (so files are byte-compatible).
@@ -31,8 +35,34 @@ struct BlockQ8_0 {
   uint16_t d;       // fp16 scale
   int8_t qs[32];    // value = q * d
 };
+// The other legacy types (kernels/legacy_quant.h has the value accessors). Low nibbles of qs[j]
+// are values j (0..15), high nibbles values j + 16; Q5 types take bit 4 of value j from bit j of
+// qh read as a little-endian uint32.
+struct BlockQ4_1 {
+  uint16_t d, m;    // fp16; value = d * q + m, q in 0..15
+  uint8_t qs[16];
+};
+struct BlockQ5_0 {
+  uint16_t d;       // fp16; value = d * (q - 16), q in 0..31
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {
+  uint16_t d, m;    // fp16; value = d * q + m, q in 0..31
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ8_1 {
+  uint16_t d;       // fp16; value = q * d
+  uint16_t s;       // fp16 of d * (sum of the 32 q), d unrounded (the mins term of Q4_1 / Q5_1)
+  int8_t qs[32];
+};
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_1) == 36);
 
 // K-quants: a super-block of 256 values in 8 sub-blocks of 32 (Q4_K, Q5_K) or 16 of 16 (Q6_K).
 // The 12 scale bytes of Q4_K / Q5_K hold 8 six-bit scales and 8 six-bit mins (kquant.h,
@@ -78,5 +108,7 @@ bool dtype_supported(uint32_t ggml_type);
 std::string_view dtype_supported_list();
 // True for the K-quant weight types (rows a multiple of 256 values).
 bool dtype_is_kquant(DType t);
+// True for Q4_1, Q5_0 and Q5_1 (legacy blocks of 32 with their own kernels, matmul_legacy*.cpp).
+bool dtype_is_legacy_extra(DType t);
 
 }  // namespace clover

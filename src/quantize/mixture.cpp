@@ -13,9 +13,12 @@ namespace clover::quantize {
 namespace {
 
 // llama_ftype numbers (llama.h).
-constexpr std::array<Preset, 7> kPresets = {{
+constexpr std::array<Preset, 10> kPresets = {{
     {"Q4_0", 2, DType::Q4_0},
+    {"Q4_1", 3, DType::Q4_1},
     {"Q8_0", 7, DType::Q8_0},
+    {"Q5_0", 8, DType::Q5_0},
+    {"Q5_1", 9, DType::Q5_1},
     {"Q4_K_S", 14, DType::Q4_K},
     {"Q4_K_M", 15, DType::Q4_K},
     {"Q5_K_S", 16, DType::Q5_K},
@@ -52,18 +55,13 @@ int layer_of(const std::string& name) {
 }
 
 // llama-quantize's replacement when a row is not a whole number of 256-value super-blocks.
-DType fallback(DType t, const TensorDesc& d) {
-  std::string_view need;
+DType fallback(DType t) {
   switch (t) {
-    case DType::Q4_K: need = "Q5_0"; break;
-    case DType::Q5_K: need = "Q5_1"; break;
+    case DType::Q4_K: return DType::Q5_0;
+    case DType::Q5_K: return DType::Q5_1;
     case DType::Q6_K: return DType::Q8_0;
     default: return t;
   }
-  throw std::invalid_argument(fmt::format(
-      "tensor {} has rows of {} values, not a multiple of 256: llama-quantize would store it as {}, which this engine "
-      "does not support yet (supported: {})",
-      d.name, d.dims[0], need, dtype_supported_list()));
 }
 
 }  // namespace
@@ -157,7 +155,7 @@ std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& te
       if (q4_k_m) ty = DType::Q5_K;
       else if (q5_k_m) ty = DType::Q6_K;
     }
-    if (t.dims[0] % dtype_block_size(ty) != 0) ty = fallback(ty, t);
+    if (t.dims[0] % dtype_block_size(ty) != 0) ty = fallback(ty);
     if (t.dims[0] % dtype_block_size(ty) != 0) ty = DType::F16;  // llama-quantize's last resort
     out.push_back(ty);
   }

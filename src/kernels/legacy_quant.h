@@ -1,0 +1,39 @@
+// The legacy blocks of 32 beyond Q4_0 / Q8_0: Q4_1, Q5_0 and Q5_1 weights and the Q8_1
+// activations that Q4_1 / Q5_1 products use (layouts: kernels/dtype.h). Value access,
+// dequantisation in ggml's float operations, this project's own file quantisers and ggml-cpu's
+// x86 Q8_1 activation quantiser.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/dtype.h"
+
+namespace clover::kernels {
+
+// The 4 low bits of value k (0..31): low nibbles of qs[0..15] are values 0..15, high nibbles 16..31.
+inline int legacy_nibble(const uint8_t* qs, int k) { return k < 16 ? qs[k] & 0x0f : qs[k - 16] >> 4; }
+// Bit 4 of value k of a Q5 block: bit k of qh as a little-endian uint32.
+inline int legacy_high_bit(const uint8_t* qh, int k) { return (qh[k / 8] >> (k % 8)) & 1; }
+
+// Unsigned quantised values: Q4_1 0..15, Q5_0 and Q5_1 0..31 (Q5_0 means q - 16).
+inline int q4_1_value(const BlockQ4_1& b, int k) { return legacy_nibble(b.qs, k); }
+inline int q5_0_value(const BlockQ5_0& b, int k) { return legacy_nibble(b.qs, k) | (legacy_high_bit(b.qh, k) << 4); }
+inline int q5_1_value(const BlockQ5_1& b, int k) { return legacy_nibble(b.qs, k) | (legacy_high_bit(b.qh, k) << 4); }
+
+// File quantisers: n (a multiple of 32) values into blocks. Q4_1 / Q5_1 fit x ~ d q + m per
+// block, Q5_0 x ~ d (q - 16); each tries candidate steps, refits by least squares and keeps the
+// least squared error against the fp16 scales as stored (docs/quantize.md).
+void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t n);
+void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t n);
+void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t n);
+
+// ggml's dequantisers (value = q * d + m, or (q - 16) * d; no fused multiply-add).
+void dequantize_q4_1(const BlockQ4_1* x, float* y, int64_t n);
+void dequantize_q5_0(const BlockQ5_0* x, float* y, int64_t n);
+void dequantize_q5_1(const BlockQ5_1* x, float* y, int64_t n);
+
+// ggml-cpu's x86 Q8_1 activation quantiser: the qs and d of quantize_row_q8_0_activation, and
+// s = fp16(d * sum(q)) with d = amax / 127 before its rounding to fp16.
+void quantize_row_q8_1_activation(const float* x, BlockQ8_1* y, int64_t n);
+
+}  // namespace clover::kernels
