@@ -15,7 +15,7 @@ struct TypeInfo {
   size_t block_bytes;
   bool weight;  // loadable from a file
 };
-constexpr std::array<TypeInfo, 13> kTypes = {{
+constexpr std::array<TypeInfo, 14> kTypes = {{
     {DType::F32, "F32", 1, 4, true},
     {DType::F16, "F16", 1, 2, true},
     {DType::BF16, "BF16", 1, 2, true},
@@ -27,6 +27,7 @@ constexpr std::array<TypeInfo, 13> kTypes = {{
     {DType::Q4_1, "Q4_1", kQK, sizeof(BlockQ4_1), true},
     {DType::Q5_0, "Q5_0", kQK, sizeof(BlockQ5_0), true},
     {DType::Q5_1, "Q5_1", kQK, sizeof(BlockQ5_1), true},
+    {DType::IQ4_NL, "IQ4_NL", kQK, sizeof(BlockIQ4_NL), true},
     {DType::Q8_K, "Q8_K", kQK_K, sizeof(BlockQ8_K), false},
     {DType::Q8_1, "Q8_1", kQK, sizeof(BlockQ8_1), false},
 }};
@@ -85,6 +86,7 @@ std::string_view dtype_supported_list() {
 
 bool dtype_is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
-bool dtype_is_legacy_extra(DType t) { return t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1; }
+bool dtype_is_legacy_extra(DType t) { return t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::IQ4_NL;
+}
 
 }  // namespace clover

@@ -20,6 +20,7 @@ enum class DType : uint32_t {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,  // activations of K-quant products only; never a weight type here (llama.cpp: same)
+  IQ4_NL = 20,
   BF16 = 30,
 };
 
@@ -52,6 +53,12 @@ struct BlockQ5_1 {
   uint8_t qh[4];
   uint8_t qs[16];
 };
+// IQ4_NL: 4-bit indices (nibble order of Q4_0) into a fixed non-linear table of 16 int8 levels
+// (kernels/legacy_quant.h, kIq4nlValues); value = d * table[q].
+struct BlockIQ4_NL {
+  uint16_t d;       // fp16
+  uint8_t qs[16];
+};
 struct BlockQ8_1 {
   uint16_t d;       // fp16; value = q * d
   uint16_t s;       // fp16 of d * (sum of the 32 q), d unrounded (the mins term of Q4_1 / Q5_1)
@@ -63,6 +70,7 @@ static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockIQ4_NL) == 18);
 
 // K-quants: a super-block of 256 values in 8 sub-blocks of 32 (Q4_K, Q5_K) or 16 of 16 (Q6_K).
 // The 12 scale bytes of Q4_K / Q5_K hold 8 six-bit scales and 8 six-bit mins (kquant.h,
@@ -108,7 +116,7 @@ bool dtype_supported(uint32_t ggml_type);
 std::string_view dtype_supported_list();
 // True for the K-quant weight types (rows a multiple of 256 values).
 bool dtype_is_kquant(DType t);
-// True for Q4_1, Q5_0 and Q5_1 (legacy blocks of 32 with their own kernels, matmul_legacy*.cpp).
+// True for Q4_1, Q5_0, Q5_1 and IQ4_NL (blocks of 32 with their own kernels, matmul_legacy*.cpp).
 bool dtype_is_legacy_extra(DType t);
 
 }  // namespace clover

@@ -1,4 +1,4 @@
-// Q4_1, Q5_0, Q5_1 and Q8_1: dequantisation, the file quantisers and the Q8_1 activations.
+// Q4_1, Q5_0, Q5_1, IQ4_NL and Q8_1: dequantisation, the file quantisers and the Q8_1 activations.
 //
 // The quantisers fit each block of 32 by a small search: 13 candidate steps around the range
 // over the number of levels (Q4_1 / Q5_1: x ~ d q + m with q in 0..nmax; Q5_0: x ~ d (q - 16)
@@ -104,6 +104,54 @@ uint16_t fit_symmetric_block(const float* x, uint8_t* q) {
   return best;
 }
 
+// The index of the level nearest to v (the first of two at equal distance).
+int nearest_iq4nl(float v) {
+  int best = 0;
+  float bd = std::fabs(v - kIq4nlValues[0]);
+  for (int i = 1; i < 16; ++i) {
+    const float dd = std::fabs(v - kIq4nlValues[i]);
+    if (dd < bd) bd = dd, best = i;
+  }
+  return best;
+}
+
+double round_iq4_nl(const float* x, uint16_t dh, uint8_t* q) {
+  const float d = fp16_to_fp32(dh);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  double err = 0;
+  for (int i = 0; i < kQK; ++i) {
+    q[i] = static_cast<uint8_t>(nearest_iq4nl(x[i] * id));
+    const double e = double(d) * kIq4nlValues[q[i]] - x[i];
+    err += e * e;
+  }
+  return err;
+}
+
+uint16_t fit_iq4_nl_block(const float* x, uint8_t* q) {
+  float amax = 0, vmax = 0;
+  for (int i = 0; i < kQK; ++i)
+    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), vmax = x[i];
+  uint16_t best = fp32_to_fp16(vmax / -127.0f);
+  double best_err = round_iq4_nl(x, best, q);
+  if (amax == 0) return best;
+  uint8_t tmp[kQK];
+  // Both signs: the largest value on the -127 side, or on the +113 side.
+  for (const float end : {-127.0f, 113.0f})
+    for (int step = -8; step <= 8; ++step) {
+      const float iscale = (end + (end < 0 ? -1.0f : 1.0f) * 1.5f * step) / vmax;
+      double svv = 0, svx = 0;
+      for (int i = 0; i < kQK; ++i) {
+        const int v = kIq4nlValues[nearest_iq4nl(x[i] * iscale)];
+        svv += double(v) * v, svx += double(v) * x[i];
+      }
+      if (svv <= 0) continue;
+      const uint16_t dh = fp32_to_fp16(static_cast<float>(svx / svv));
+      const double err = round_iq4_nl(x, dh, tmp);
+      if (err < best_err) best_err = err, best = dh, std::memcpy(q, tmp, kQK);
+    }
+  return best;
+}
+
 void pack_nibbles(const uint8_t* q, uint8_t* qs) {
   for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
 }
@@ -138,6 +186,21 @@ void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t n) {
     y[b].d = fit_symmetric_block(x, q);
     pack_nibbles(q, y[b].qs);
     pack_high_bits(q, y[b].qh);
+  }
+}
+
+void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
+    uint8_t q[kQK];
+    y[b].d = fit_iq4_nl_block(x, q);
+    pack_nibbles(q, y[b].qs);
+  }
+}
+
+void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK; ++b, y += kQK) {
+    const float d = fp16_to_fp32(x[b].d);
+    for (int k = 0; k < kQK; ++k) y[k] = d * static_cast<float>(iq4_nl_value(x[b], k));
   }
 }
 

@@ -1,4 +1,4 @@
-// The legacy blocks of 32 beyond Q4_0 / Q8_0: Q4_1, Q5_0 and Q5_1 weights and the Q8_1
+// The blocks of 32 beyond Q4_0 / Q8_0: Q4_1, Q5_0, Q5_1 and IQ4_NL weights and the Q8_1
 // activations that Q4_1 / Q5_1 products use (layouts: kernels/dtype.h). Value access,
 // dequantisation in ggml's float operations, this project's own file quantisers and ggml-cpu's
 // x86 Q8_1 activation quantiser.
@@ -20,17 +20,25 @@ inline int q4_1_value(const BlockQ4_1& b, int k) { return legacy_nibble(b.qs, k)
 inline int q5_0_value(const BlockQ5_0& b, int k) { return legacy_nibble(b.qs, k) | (legacy_high_bit(b.qh, k) << 4); }
 inline int q5_1_value(const BlockQ5_1& b, int k) { return legacy_nibble(b.qs, k) | (legacy_high_bit(b.qh, k) << 4); }
 
+// IQ4_NL's 16 levels (ggml's kvalues_iq4nl: part of the file format).
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+inline int iq4_nl_value(const BlockIQ4_NL& b, int k) { return kIq4nlValues[legacy_nibble(b.qs, k)]; }
+
 // File quantisers: n (a multiple of 32) values into blocks. Q4_1 / Q5_1 fit x ~ d q + m per
 // block, Q5_0 x ~ d (q - 16); each tries candidate steps, refits by least squares and keeps the
 // least squared error against the fp16 scales as stored (docs/quantize.md).
 void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t n);
 void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t n);
 void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t n);
+// IQ4_NL: x ~ d * table[q]; candidate scales around max / -127 (or / 113 for the other sign),
+// each rounded to the nearest level, refitted by least squares and checked against the stored d.
+void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n);
 
 // ggml's dequantisers (value = q * d + m, or (q - 16) * d; no fused multiply-add).
 void dequantize_q4_1(const BlockQ4_1* x, float* y, int64_t n);
 void dequantize_q5_0(const BlockQ5_0* x, float* y, int64_t n);
 void dequantize_q5_1(const BlockQ5_1* x, float* y, int64_t n);
+void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n);
 
 // ggml-cpu's x86 Q8_1 activation quantiser: the qs and d of quantize_row_q8_0_activation, and
 // s = fp16(d * sum(q)) with d = amax / 127 before its rounding to fp16.

@@ -19,6 +19,7 @@ DType activation_type(DType weight_type) {
   switch (weight_type) {
     case DType::Q4_0:
     case DType::Q5_0:
+    case DType::IQ4_NL:
     case DType::Q8_0:
       return DType::Q8_0;
     case DType::Q4_1:

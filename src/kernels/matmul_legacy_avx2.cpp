@@ -1,4 +1,4 @@
-// Q4_1, Q5_0 and Q5_1 matmul with AVX2 (also what the AVX-512 path runs: the bits are fixed by
+// Q4_1, Q5_0, Q5_1 and IQ4_NL matmul with AVX2 (also what the AVX-512 path runs: the bits are fixed by
 // the order of matmul_legacy.cpp, not by the vector width). Compiled with -mavx2 -mfma -mf16c.
 //
 // Per block the 32 unsigned values are unpacked into the 32 bytes of a register in value order,
@@ -75,6 +75,48 @@ void row(const uint8_t* wrow, const uint8_t* const* a, int na, int64_t nb, float
   for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]) + summs[r];
 }
 
+CLOVER_INLINE int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// IQ4_NL: the nibbles looked up in the level table (signed bytes), multiplied with ggml's sign
+// trick. blocks: llama.cpp's repacked order (8k rows); otherwise vec_dot's lanes order with even
+// and odd blocks in separate accumulators and an odd last block as a scalar step.
+void iq4_nl_row(const uint8_t* wrow, const uint8_t* const* a, int na, int64_t nb, bool blocks, float* const* out,
+                int64_t o) {
+  const auto* w = reinterpret_cast<const BlockIQ4_NL*>(wrow);
+  const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256 acc[2][kNA];
+  float accs[kNA] = {};
+  for (int r = 0; r < na; ++r) acc[0][r] = acc[1][r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i q = _mm256_shuffle_epi8(lut, unpack_nibbles(w[b].qs));
+    const __m256i qa = _mm256_sign_epi8(q, q);
+    const float dw = fp16_to_fp32(w[b].d);
+    const bool scalar_step = blocks || (b % 2 == 0 && b + 1 == nb);
+    for (int r = 0; r < na; ++r) {
+      const BlockQ8_0& y = reinterpret_cast<const BlockQ8_0*>(a[r])[b];
+      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs));
+      const __m256i lane = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(av, q)), ones16);
+      if (blocks) {
+        accs[r] = std::fma(static_cast<float>(hsum_i32(lane)), dw * fp16_to_fp32(y.d), accs[r]);
+      } else if (!scalar_step) {
+        acc[b % 2][r] = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(y.d) * dw), _mm256_cvtepi32_ps(lane), acc[b % 2][r]);
+      } else {
+        // After the pairs: hsum first, then the leftover block (it is the last one).
+        const float s = hsum8(_mm256_add_ps(acc[0][r], acc[1][r]));
+        accs[r] = std::fma(fp16_to_fp32(y.d) * dw, static_cast<float>(hsum_i32(lane)), s);
+      }
+    }
+  }
+  const bool leftover = !blocks && nb % 2 == 1;
+  for (int r = 0; r < na; ++r) out[r][o] = blocks || leftover ? accs[r] : hsum8(_mm256_add_ps(acc[0][r], acc[1][r]));
+}
+
 }  // namespace
 
 void matmul_legacy_avx2(const MatmulCall& c) {
@@ -95,7 +137,8 @@ void matmul_legacy_avx2(const MatmulCall& c) {
           a[r] = static_cast<const uint8_t*>(c.acts->row(c.act_index(i0 + r)));
           out[r] = c.y + (i0 + r) * c.ldy;
         }
-        if (t == DType::Q4_1) row<DType::Q4_1>(wrow, a, na, nb, out, o);
+        if (t == DType::IQ4_NL) iq4_nl_row(wrow, a, na, nb, iq4_nl_blocks_order(c.w->rows), out, o);
+        else if (t == DType::Q4_1) row<DType::Q4_1>(wrow, a, na, nb, out, o);
         else if (t == DType::Q5_0) row<DType::Q5_0>(wrow, a, na, nb, out, o);
         else row<DType::Q5_1>(wrow, a, na, nb, out, o);
       }

@@ -13,7 +13,7 @@ namespace clover::quantize {
 namespace {
 
 // llama_ftype numbers (llama.h).
-constexpr std::array<Preset, 10> kPresets = {{
+constexpr std::array<Preset, 11> kPresets = {{
     {"Q4_0", 2, DType::Q4_0},
     {"Q4_1", 3, DType::Q4_1},
     {"Q8_0", 7, DType::Q8_0},
@@ -24,6 +24,7 @@ constexpr std::array<Preset, 10> kPresets = {{
     {"Q5_K_S", 16, DType::Q5_K},
     {"Q5_K_M", 17, DType::Q5_K},
     {"Q6_K", 18, DType::Q6_K},
+    {"IQ4_NL", 25, DType::IQ4_NL},
 }};
 
 bool same_name(std::string_view a, std::string_view b) {
@@ -74,11 +75,11 @@ std::optional<Preset> preset_from_name(std::string_view name) {
 
 std::vector<Preset> all_presets() { return {kPresets.begin(), kPresets.end()}; }
 
-std::optional<Preset> matching_preset(const std::vector<TensorDesc>& tensors, int n_layer, int n_expert) {
+std::optional<Preset> matching_preset(const std::vector<TensorDesc>& tensors, int n_layer, int n_expert, int n_gqa) {
   for (const Preset& p : kPresets) {
     std::vector<DType> types;
     try {
-      types = plan_types(p, tensors, n_layer, n_expert);
+      types = plan_types(p, tensors, n_layer, n_expert, n_gqa);
     } catch (const std::invalid_argument&) {
       continue;  // this preset cannot describe the file's shapes
     }
@@ -95,7 +96,7 @@ std::string preset_names() {
   return s;
 }
 
-std::string_view presets_not_supported() { return "Q3_K_M, Q3_K_S, Q2_K, IQ4_XS, IQ4_NL (their block types are not implemented yet)"; }
+std::string_view presets_not_supported() { return "Q3_K_M, Q3_K_S, Q2_K, IQ4_XS (their block types are not implemented yet)"; }
 
 bool is_quantisable(const TensorDesc& t) {
   const std::string& n = t.name;
@@ -107,9 +108,10 @@ bool is_quantisable(const TensorDesc& t) {
   return true;
 }
 
-std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& tensors, int n_layer, int n_expert) {
+std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& tensors, int n_layer, int n_expert,
+                              int n_gqa) {
   const std::string_view ft = p.name;
-  const bool q4_k_m = ft == "Q4_K_M", q5_k_m = ft == "Q5_K_M", q4_k_s = ft == "Q4_K_S";
+  const bool q4_k_m = ft == "Q4_K_M", q5_k_m = ft == "Q5_K_M", q4_k_s = ft == "Q4_K_S", iq4_nl = ft == "IQ4_NL";
   // Counted over the whole file first, as llama-quantize does.
   int n_attention_wv = 0;
   bool has_output = false;
@@ -135,6 +137,7 @@ std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& te
     } else if (has(n, "attn_v.weight")) {
       if ((q4_k_m || q5_k_m) && use_more_bits(i_attention_wv, n_attention_wv)) ty = DType::Q6_K;
       else if (q4_k_s && i_attention_wv < 4) ty = DType::Q5_K;
+      else if (iq4_nl && n_gqa >= 4) ty = DType::Q5_K;  // one V head serves 4+ query heads
       if (n_expert == 8) ty = DType::Q8_0;
       ++i_attention_wv;
     } else if (has(n, "attn_k.weight")) {
@@ -147,10 +150,10 @@ std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& te
         if (il < 0 || il >= n_layer) throw std::invalid_argument(fmt::format("tensor {}: no layer number in range", n));
       }
       if ((q4_k_m || q5_k_m) && use_more_bits(il, n_layer)) ty = DType::Q6_K;
-      else if (q4_k_s && il < n_layer / 8) ty = DType::Q5_K;
+      else if ((q4_k_s || iq4_nl) && il < n_layer / 8) ty = DType::Q5_K;
       ++i_ffn_down;
     } else if (has(n, "attn_output.weight")) {
-      if (n_expert == 8 && (q4_k_s || q4_k_m)) ty = DType::Q5_K;
+      if (n_expert == 8 && (q4_k_s || q4_k_m || iq4_nl)) ty = DType::Q5_K;
     } else if (has(n, "attn_qkv.weight")) {
       if (q4_k_m) ty = DType::Q5_K;
       else if (q5_k_m) ty = DType::Q6_K;
