@@ -161,6 +161,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q5_0: quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), n); break;
     case DType::Q5_1: quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), n); break;
     case DType::IQ4_NL: quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n); break;
+    case DType::IQ4_XS: quantize_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n); break;
     case DType::Q8_1: quantize_row_q8_1_activation(src, static_cast<BlockQ8_1*>(dst), n); break;
   }
 }
@@ -206,6 +207,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q5_0: dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, n); break;
     case DType::Q5_1: dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, n); break;
     case DType::IQ4_NL: dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n); break;
+    case DType::IQ4_XS: dequantize_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n); break;
     case DType::Q8_1: {
       const auto* blk = static_cast<const BlockQ8_1*>(src);
       for (int64_t b = 0; b < n / kQK; ++b, dst += kQK) {

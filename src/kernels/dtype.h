@@ -21,6 +21,7 @@ enum class DType : uint32_t {
   Q6_K = 14,
   Q8_K = 15,  // activations of K-quant products only; never a weight type here (llama.cpp: same)
   IQ4_NL = 20,
+  IQ4_XS = 23,
   BF16 = 30,
 };
 
@@ -92,6 +93,16 @@ struct BlockQ6_K {
   int8_t scales[16];  // one per 16 values
   uint16_t d;         // fp16; value = d * scale * (q - 32)
 };
+// IQ4_XS: IQ4_NL's table in super-blocks of 256 with a 6-bit scale per sub-block of 32.
+// Sub-block j: scale ls = (low nibble j % 2 of scales_l[j / 2]) | (bits 2j..2j+1 of scales_h) << 4,
+// value = d * (ls - 32) * table[q]; its 16 bytes qs[16j..16j+15] hold values 32j..32j+15 in the low
+// nibbles and 32j+16.. in the high nibbles.
+struct BlockIQ4_XS {
+  uint16_t d;         // fp16
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
 struct BlockQ8_K {
   float d;            // value = q * d
   int8_t qs[256];
@@ -101,6 +112,7 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 
 // Values per block (1 for plain float types).
 int64_t dtype_block_size(DType t);
@@ -114,7 +126,7 @@ std::optional<DType> dtype_from_name(std::string_view name);
 bool dtype_supported(uint32_t ggml_type);
 // The supported weight types, for error messages: "F32, F16, BF16, Q8_0, Q4_0, ...".
 std::string_view dtype_supported_list();
-// True for the K-quant weight types (rows a multiple of 256 values).
+// True for the K-quant weight types and IQ4_XS (rows a multiple of 256 values, Q8_K activations).
 bool dtype_is_kquant(DType t);
 // True for Q4_1, Q5_0, Q5_1 and IQ4_NL (blocks of 32 with their own kernels, matmul_legacy*.cpp).
 bool dtype_is_legacy_extra(DType t);

@@ -152,6 +152,39 @@ uint16_t fit_iq4_nl_block(const float* x, uint8_t* q) {
   return best;
 }
 
+// The float scale of 32 values for x ~ s * table[q] (IQ4_XS's sub-blocks; 0 for all zeros).
+float fit_iq4_scale(const float* x) {
+  float amax = 0, vmax = 0;
+  for (int i = 0; i < kQK; ++i)
+    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), vmax = x[i];
+  if (amax == 0) return 0;
+  auto error = [&](float d) {
+    const float id = 1.0f / d;
+    double err = 0;
+    for (int i = 0; i < kQK; ++i) {
+      const double e = double(d) * kIq4nlValues[nearest_iq4nl(x[i] * id)] - x[i];
+      err += e * e;
+    }
+    return err;
+  };
+  float best = vmax / -127.0f;
+  double best_err = error(best);
+  for (const float end : {-127.0f, 113.0f})
+    for (int step = -8; step <= 8; ++step) {
+      const float iscale = (end + (end < 0 ? -1.0f : 1.0f) * 1.5f * step) / vmax;
+      double svv = 0, svx = 0;
+      for (int i = 0; i < kQK; ++i) {
+        const int v = kIq4nlValues[nearest_iq4nl(x[i] * iscale)];
+        svv += double(v) * v, svx += double(v) * x[i];
+      }
+      if (svv <= 0 || svx == 0) continue;
+      const float d = static_cast<float>(svx / svv);
+      const double err = error(d);
+      if (err < best_err) best_err = err, best = d;
+    }
+  return best;
+}
+
 void pack_nibbles(const uint8_t* q, uint8_t* qs) {
   for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
 }
@@ -201,6 +234,41 @@ void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b, y += kQK) {
     const float d = fp16_to_fp32(x[b].d);
     for (int k = 0; k < kQK; ++k) y[k] = d * static_cast<float>(iq4_nl_value(x[b], k));
+  }
+}
+
+void quantize_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
+    float s[8], smax = 0;
+    for (int j = 0; j < 8; ++j) {
+      s[j] = fit_iq4_scale(x + 32 * j);
+      if (std::fabs(s[j]) > std::fabs(smax)) smax = s[j];
+    }
+    BlockIQ4_XS& o = y[b];
+    std::memset(&o, 0, sizeof(o));
+    o.d = fp32_to_fp16(smax / -32.0f);  // the largest scale maps to -32
+    const float d = fp16_to_fp32(o.d);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      const int ls = std::clamp(round_int(s[j] * id), -32, 31) + 32;
+      o.scales_l[j / 2] = static_cast<uint8_t>(o.scales_l[j / 2] | ((ls & 0x0f) << (4 * (j % 2))));
+      o.scales_h = static_cast<uint16_t>(o.scales_h | ((ls >> 4) << (2 * j)));
+      const float dl = d * static_cast<float>(ls - 32);
+      const float idl = dl != 0.0f ? 1.0f / dl : 0.0f;
+      uint8_t q[kQK];
+      for (int i = 0; i < kQK; ++i) q[i] = static_cast<uint8_t>(nearest_iq4nl(x[32 * j + i] * idl));
+      pack_nibbles(q, o.qs + 16 * j);
+    }
+  }
+}
+
+void dequantize_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; ++b, y += kQK_K) {
+    const float d = fp16_to_fp32(x[b].d);
+    for (int j = 0; j < 8; ++j) {
+      const float dl = d * static_cast<float>(iq4_xs_scale(x[b], j));
+      for (int k = 0; k < kQK; ++k) y[32 * j + k] = dl * static_cast<float>(iq4_xs_value(x[b], 32 * j + k));
+    }
   }
 }
 

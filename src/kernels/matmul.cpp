@@ -29,6 +29,7 @@ DType activation_type(DType weight_type) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::IQ4_XS:
       return DType::Q8_K;
     default:
       return weight_type;

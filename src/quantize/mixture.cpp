@@ -13,7 +13,7 @@ namespace clover::quantize {
 namespace {
 
 // llama_ftype numbers (llama.h).
-constexpr std::array<Preset, 11> kPresets = {{
+constexpr std::array<Preset, 12> kPresets = {{
     {"Q4_0", 2, DType::Q4_0},
     {"Q4_1", 3, DType::Q4_1},
     {"Q8_0", 7, DType::Q8_0},
@@ -25,6 +25,7 @@ constexpr std::array<Preset, 11> kPresets = {{
     {"Q5_K_M", 17, DType::Q5_K},
     {"Q6_K", 18, DType::Q6_K},
     {"IQ4_NL", 25, DType::IQ4_NL},
+    {"IQ4_XS", 30, DType::IQ4_XS},
 }};
 
 bool same_name(std::string_view a, std::string_view b) {
@@ -61,6 +62,7 @@ DType fallback(DType t) {
     case DType::Q4_K: return DType::Q5_0;
     case DType::Q5_K: return DType::Q5_1;
     case DType::Q6_K: return DType::Q8_0;
+    case DType::IQ4_XS: return DType::IQ4_NL;
     default: return t;
   }
 }
@@ -96,7 +98,7 @@ std::string preset_names() {
   return s;
 }
 
-std::string_view presets_not_supported() { return "Q3_K_M, Q3_K_S, Q2_K, IQ4_XS (their block types are not implemented yet)"; }
+std::string_view presets_not_supported() { return "Q3_K_M, Q3_K_S, Q2_K (their block types are not implemented yet)"; }
 
 bool is_quantisable(const TensorDesc& t) {
   const std::string& n = t.name;
@@ -111,7 +113,7 @@ bool is_quantisable(const TensorDesc& t) {
 std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& tensors, int n_layer, int n_expert,
                               int n_gqa) {
   const std::string_view ft = p.name;
-  const bool q4_k_m = ft == "Q4_K_M", q5_k_m = ft == "Q5_K_M", q4_k_s = ft == "Q4_K_S", iq4_nl = ft == "IQ4_NL";
+  const bool q4_k_m = ft == "Q4_K_M", q5_k_m = ft == "Q5_K_M", q4_k_s = ft == "Q4_K_S", iq4_nl = ft == "IQ4_NL" || ft == "IQ4_XS";
   // Counted over the whole file first, as llama-quantize does.
   int n_attention_wv = 0;
   bool has_output = false;

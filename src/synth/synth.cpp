@@ -94,6 +94,7 @@ uint32_t file_type_of(DType t) {
     case DType::Q5_0: return 8;
     case DType::Q5_1: return 9;
     case DType::IQ4_NL: return 25;
+    case DType::IQ4_XS: return 30;
     case DType::Q8_0: return 7;
     case DType::BF16: return 32;
     case DType::Q4_K: return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S: mostly Q4_K

@@ -150,7 +150,7 @@ TEST_F(Corrupt, UnsupportedTypes) {
   expect_error(one_tensor({256}, 15, 0, 256), {"tensor 'w'", "Q8_K (15)", "not support"});  // activations only
   expect_error(one_tensor({256}, 99, 0, 256), {"tensor 'w'", "unknown (99)"});
   expect_error(one_tensor({256}, 9, 0, 256), {"tensor 'w'", "Q8_1 (9)", "not support"});  // activations only
-  expect_error(one_tensor({256}, 23, 0, 256), {"tensor 'w'", "IQ4_XS (23)", "not support"});
+  expect_error(one_tensor({256}, 21, 0, 256), {"tensor 'w'", "IQ3_S (21)", "not support"});
 }
 
 TEST_F(Corrupt, DuplicateAndEmptyTensorNames) {
