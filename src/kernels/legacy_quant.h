@@ -1,5 +1,6 @@
 // The blocks of 32 beyond Q4_0 / Q8_0: Q4_1, Q5_0, Q5_1 and IQ4_NL weights and the Q8_1
-// activations that Q4_1 / Q5_1 products use (layouts: kernels/dtype.h). Value access,
+// activations that Q4_1 / Q5_1 products use; and IQ4_XS, IQ4_NL's table in super-blocks of 256
+// (its kernels sit with the K-quants'). Layouts: kernels/dtype.h. Value access,
 // dequantisation in ggml's float operations, this project's own file quantisers and ggml-cpu's
 // x86 Q8_1 activation quantiser.
 #pragma once
