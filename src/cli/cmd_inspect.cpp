@@ -54,7 +54,7 @@ Runner add_inspect_command(CLI::App& app) {
     for (const auto& [name, e] : by_type) std::printf("  %-5s %5zu tensors %10.2f MiB\n", name.c_str(), e.first, e.second / 1048576.0);
     std::vector<quantize::TensorDesc> descs;
     for (const auto& t : r->tensors()) descs.push_back({t.name, t.dims, t.type});
-    const auto preset = quantize::matching_preset(descs, hp.n_layer, hp.n_expert);
+    const auto preset = quantize::matching_preset(descs, hp.n_layer, hp.n_expert, hp.n_head_kv > 0 ? hp.n_head / hp.n_head_kv : 1);
     const auto ftype = r->get_u32_opt("general.file_type");
     std::printf("types:         %s (general.file_type %s)\n",
                 preset ? fmt::format("those of llama-quantize's {} preset", preset->name).c_str() : "no llama-quantize preset's mixture",

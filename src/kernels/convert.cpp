@@ -1,4 +1,5 @@
-// Scalar conversions between fp32 and fp16 / bf16 / Q4_0 / Q8_0, bit-compatible with ggml.
+// Scalar conversions between fp32 and fp16 / bf16 / Q4_0 / Q8_0, bit-compatible with ggml (the
+// other block types: kquant.cpp, legacy_quant.cpp).
 //
 // The float <-> half conversions are done with integer arithmetic so that they give the same bits
 // as the F16C instructions (round to nearest even, subnormals kept) on any CPU.
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/kquant.h"
+#include "kernels/legacy_quant.h"
 
 namespace clover::kernels {
 
@@ -155,6 +157,12 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q5_K: quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), n); break;
     case DType::Q6_K: quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n); break;
     case DType::Q8_K: quantize_row_q8_k_activation(src, static_cast<BlockQ8_K*>(dst), n); break;
+    case DType::Q4_1: quantize_q4_1(src, static_cast<BlockQ4_1*>(dst), n); break;
+    case DType::Q5_0: quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), n); break;
+    case DType::Q5_1: quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), n); break;
+    case DType::IQ4_NL: quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n); break;
+    case DType::IQ4_XS: quantize_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n); break;
+    case DType::Q8_1: quantize_row_q8_1_activation(src, static_cast<BlockQ8_1*>(dst), n); break;
   }
 }
 
@@ -195,6 +203,19 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q4_K: dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n); break;
     case DType::Q5_K: dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, n); break;
     case DType::Q6_K: dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n); break;
+    case DType::Q4_1: dequantize_q4_1(static_cast<const BlockQ4_1*>(src), dst, n); break;
+    case DType::Q5_0: dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, n); break;
+    case DType::Q5_1: dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, n); break;
+    case DType::IQ4_NL: dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n); break;
+    case DType::IQ4_XS: dequantize_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n); break;
+    case DType::Q8_1: {
+      const auto* blk = static_cast<const BlockQ8_1*>(src);
+      for (int64_t b = 0; b < n / kQK; ++b, dst += kQK) {
+        const float d = fp16_to_fp32(blk[b].d);
+        for (int j = 0; j < kQK; ++j) dst[j] = static_cast<float>(blk[b].qs[j]) * d;
+      }
+      break;
+    }
     case DType::Q8_K: {
       const auto* blk = static_cast<const BlockQ8_K*>(src);
       for (int64_t b = 0; b < n / kQK_K; ++b, dst += kQK_K)

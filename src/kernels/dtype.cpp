@@ -15,7 +15,7 @@ struct TypeInfo {
   size_t block_bytes;
   bool weight;  // loadable from a file
 };
-constexpr std::array<TypeInfo, 9> kTypes = {{
+constexpr std::array<TypeInfo, 15> kTypes = {{
     {DType::F32, "F32", 1, 4, true},
     {DType::F16, "F16", 1, 2, true},
     {DType::BF16, "BF16", 1, 2, true},
@@ -24,7 +24,13 @@ constexpr std::array<TypeInfo, 9> kTypes = {{
     {DType::Q4_K, "Q4_K", kQK_K, sizeof(BlockQ4_K), true},
     {DType::Q5_K, "Q5_K", kQK_K, sizeof(BlockQ5_K), true},
     {DType::Q6_K, "Q6_K", kQK_K, sizeof(BlockQ6_K), true},
+    {DType::Q4_1, "Q4_1", kQK, sizeof(BlockQ4_1), true},
+    {DType::Q5_0, "Q5_0", kQK, sizeof(BlockQ5_0), true},
+    {DType::Q5_1, "Q5_1", kQK, sizeof(BlockQ5_1), true},
+    {DType::IQ4_NL, "IQ4_NL", kQK, sizeof(BlockIQ4_NL), true},
+    {DType::IQ4_XS, "IQ4_XS", kQK_K, sizeof(BlockIQ4_XS), true},
     {DType::Q8_K, "Q8_K", kQK_K, sizeof(BlockQ8_K), false},
+    {DType::Q8_1, "Q8_1", kQK, sizeof(BlockQ8_1), false},
 }};
 
 const TypeInfo* info(DType t) {
@@ -79,6 +85,9 @@ std::string_view dtype_supported_list() {
   return list;
 }
 
-bool dtype_is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+bool dtype_is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS; }
+
+bool dtype_is_legacy_extra(DType t) { return t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::IQ4_NL;
+}
 
 }  // namespace clover

@@ -7,6 +7,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/kquant.h"
+#include "kernels/legacy_quant.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/vecmath_internal.h"  // reduce16
 
@@ -17,11 +18,18 @@ using detail::MatmulCall;
 DType activation_type(DType weight_type) {
   switch (weight_type) {
     case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::IQ4_NL:
     case DType::Q8_0:
       return DType::Q8_0;
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q8_1:
+      return DType::Q8_1;
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::IQ4_XS:
       return DType::Q8_K;
     default:
       return weight_type;
@@ -48,6 +56,8 @@ void ActRows::convert(const float* x, int64_t n_rows, int64_t cols, int64_t x_st
     uint8_t* dst = buf_.data() + static_cast<size_t>(r) * row_bytes_;
     if (type == DType::Q8_K) {
       quantize_row_q8_k_activation(src, reinterpret_cast<BlockQ8_K*>(dst), cols);
+    } else if (type == DType::Q8_1) {
+      quantize_row_q8_1_activation(src, reinterpret_cast<BlockQ8_1*>(dst), cols);
     } else if (type == DType::Q8_0) {
       auto* blocks = reinterpret_cast<BlockQ8_0*>(dst);
       if (simd)
@@ -177,6 +187,7 @@ float dot_ref(DType t, const void* wrow, const void* arow, int64_t cols) {
 
 void matmul_scalar(const MatmulCall& c) {
   if (dtype_is_kquant(c.w->type)) return detail::matmul_kquant_ref(c);
+  if (dtype_is_legacy_extra(c.w->type)) return detail::matmul_legacy_ref(c);
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
   for (int64_t i = 0; i < c.n; ++i) {
     const void* arow = c.acts->row(c.act_index(i));

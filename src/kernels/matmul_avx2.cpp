@@ -255,6 +255,7 @@ void convert_bf16_avx2(const float* x, int64_t n, uint16_t* dst) {
 
 void matmul_avx2(const MatmulCall& c) {
   if (dtype_is_kquant(c.w->type)) return matmul_kquant_avx2(c);  // matmul_kquant_avx2.cpp
+  if (dtype_is_legacy_extra(c.w->type)) return matmul_legacy_avx2(c);  // matmul_legacy_avx2.cpp
   switch (c.w->type) {
     case DType::F32: run_type<DType::F32>(c); break;
     case DType::F16: run_type<DType::F16>(c); break;

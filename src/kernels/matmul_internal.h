@@ -60,8 +60,19 @@ float q4_k_dot_lanes8_ref(const BlockQ4_K* w, const BlockQ8_K* a, int64_t nb);
 float q4_k_dot_blocks_ref(const BlockQ4_K* w, const BlockQ8_K* a, int64_t nb, int group);
 float q5_k_dot_lanes8_ref(const BlockQ5_K* w, const BlockQ8_K* a, int64_t nb);
 float q6_k_dot_lanes8_ref(const BlockQ6_K* w, const BlockQ8_K* a, int64_t nb);
+float iq4_xs_dot_lanes8_ref(const BlockIQ4_XS* w, const BlockQ8_K* a, int64_t nb);
 // The twin of the order llama.cpp uses for one row of a `rows`-row matrix of type t.
 float kquant_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_t rows, SumOrder order);
+
+// Q4_1, Q5_0, Q5_1 and IQ4_NL weights (matmul_legacy.cpp; the orders are described there).
+float q4_1_dot_ref(const BlockQ4_1* w, const BlockQ8_1* a, int64_t nb);
+float q5_0_dot_ref(const BlockQ5_0* w, const BlockQ8_0* a, int64_t nb);
+float q5_1_dot_ref(const BlockQ5_1* w, const BlockQ8_1* a, int64_t nb);
+inline bool iq4_nl_blocks_order(int64_t rows) { return rows % 8 == 0; }
+float iq4_nl_dot_lanes8_ref(const BlockIQ4_NL* w, const BlockQ8_0* a, int64_t nb);
+float iq4_nl_dot_blocks_ref(const BlockIQ4_NL* w, const BlockQ8_0* a, int64_t nb);
+// The twin of the order llama.cpp uses for one row of a `rows`-row matrix of type t.
+float legacy_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_t rows);
 
 // A call of matmul or matmul_selected: output row i uses activation row (sel ? sel[i] : i).
 struct MatmulCall {
@@ -88,6 +99,9 @@ inline int64_t panel_rows(size_t act_row_bytes, int na) {
 // (matmul_kquant_avx2.cpp; the AVX-512 path runs it too).
 void matmul_kquant_ref(const MatmulCall& c);
 void matmul_kquant_avx2(const MatmulCall& c);
+// The same for Q4_1, Q5_0 and Q5_1 (matmul_legacy.cpp, matmul_legacy_avx2.cpp).
+void matmul_legacy_ref(const MatmulCall& c);
+void matmul_legacy_avx2(const MatmulCall& c);
 
 // Each ISA file provides one entry point; they are compiled with different target flags and
 // only called when the CPU has the instructions.

@@ -20,6 +20,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/kquant.h"
+#include "kernels/legacy_quant.h"
 #include "kernels/matmul_internal.h"
 
 namespace clover::kernels::detail {
@@ -118,6 +119,25 @@ float q6_k_dot_lanes8_ref(const BlockQ6_K* w, const BlockQ8_K* a, int64_t nb) {
   return hsum8_ref(acc);
 }
 
+// IQ4_XS (ggml_vec_dot_iq4_xs_q8_K): the lanes order with the table values and the signed
+// sub-block scales; d = d_w * d_a.
+float iq4_xs_dot_lanes8_ref(const BlockIQ4_XS* w, const BlockQ8_K* a, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = fp16_to_fp32(w[b].d) * a[b].d;
+    for (int l = 0; l < 8; ++l) {
+      int32_t lane = 0;
+      for (int g = 0; g < 8; ++g) {
+        int32_t s = 0;
+        for (int k = 32 * g + 4 * l; k < 32 * g + 4 * l + 4; ++k) s += iq4_xs_value(w[b], k) * a[b].qs[k];
+        lane += iq4_xs_scale(w[b], g) * s;
+      }
+      acc[l] = std::fma(d, static_cast<float>(lane), acc[l]);
+    }
+  }
+  return hsum8_ref(acc);
+}
+
 float kquant_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_t rows, SumOrder order) {
   const auto* act = static_cast<const BlockQ8_K*>(a);
   const int64_t nb = cols / kQK_K;
@@ -127,6 +147,7 @@ float kquant_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_
       return q4_k_dot_blocks_ref(static_cast<const BlockQ4_K*>(w), act, nb, q4_k_group(order));
     case DType::Q5_K: return q5_k_dot_lanes8_ref(static_cast<const BlockQ5_K*>(w), act, nb);
     case DType::Q6_K: return q6_k_dot_lanes8_ref(static_cast<const BlockQ6_K*>(w), act, nb);
+    case DType::IQ4_XS: return iq4_xs_dot_lanes8_ref(static_cast<const BlockIQ4_XS*>(w), act, nb);
     default: return 0.0f;
   }
 }

@@ -15,6 +15,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/kquant.h"
+#include "kernels/legacy_quant.h"
 #include "kernels/matmul_internal.h"
 
 namespace clover::kernels::detail {
@@ -120,6 +121,37 @@ void q5_k_row(const BlockQ5_K* w, const BlockQ8_K* const* a, int na, int64_t nb,
   for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]) + summs[r];
 }
 
+// IQ4_XS against na activation rows: out[r] = iq4_xs_dot_lanes8_ref(w, a[r], nb). The nibbles
+// looked up in the table (signed bytes), multiplied with ggml's sign trick, then the signed
+// sub-block scales on the int16 pairs.
+void iq4_xs_row(const BlockIQ4_XS* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o) {
+  const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  __m256 acc[kNA];
+  for (int r = 0; r < na; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockIQ4_XS& x = w[b];
+    __m256i q[8], s16[8];
+    for (int g = 0; g < 8; ++g) {
+      const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 16 * g)));
+      q[g] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), m4));
+      s16[g] = _mm256_set1_epi16(static_cast<short>(iq4_xs_scale(x, g)));
+    }
+    const float dw = fp16_to_fp32(x.d);
+    for (int r = 0; r < na; ++r) {
+      const BlockQ8_K& y = a[r][b];
+      __m256i sumi = _mm256_setzero_si256();
+      for (int g = 0; g < 8; ++g) {
+        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 32 * g));
+        const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q[g], q[g]), _mm256_sign_epi8(av, q[g]));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, s16[g]));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y.d), _mm256_cvtepi32_ps(sumi), acc[r]);
+    }
+  }
+  for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]);
+}
+
 // Q4_K, repacked orders: per group of `group` values the exact sums S (scale x product) and M
 // (min x activation sum), then acc += S * ds, accm += M * dm (fused), result acc - accm.
 void q4_k_blocks_row(const BlockQ4_K* w, const BlockQ8_K* const* a, int na, int64_t nb, int group, float* const* out,
@@ -187,6 +219,7 @@ void matmul_kquant_avx2(const MatmulCall& c) {
         }
         if (t == DType::Q6_K) q6_k_row(reinterpret_cast<const BlockQ6_K*>(wrow), a, na, nb, out, o);
         else if (t == DType::Q5_K) q5_k_row(reinterpret_cast<const BlockQ5_K*>(wrow), a, na, nb, out, o);
+        else if (t == DType::IQ4_XS) iq4_xs_row(reinterpret_cast<const BlockIQ4_XS*>(wrow), a, na, nb, out, o);
         else q4_k_blocks_row(reinterpret_cast<const BlockQ4_K*>(wrow), a, na, nb, group, out, o);
       }
     }

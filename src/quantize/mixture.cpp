@@ -13,14 +13,19 @@ namespace clover::quantize {
 namespace {
 
 // llama_ftype numbers (llama.h).
-constexpr std::array<Preset, 7> kPresets = {{
+constexpr std::array<Preset, 12> kPresets = {{
     {"Q4_0", 2, DType::Q4_0},
+    {"Q4_1", 3, DType::Q4_1},
     {"Q8_0", 7, DType::Q8_0},
+    {"Q5_0", 8, DType::Q5_0},
+    {"Q5_1", 9, DType::Q5_1},
     {"Q4_K_S", 14, DType::Q4_K},
     {"Q4_K_M", 15, DType::Q4_K},
     {"Q5_K_S", 16, DType::Q5_K},
     {"Q5_K_M", 17, DType::Q5_K},
     {"Q6_K", 18, DType::Q6_K},
+    {"IQ4_NL", 25, DType::IQ4_NL},
+    {"IQ4_XS", 30, DType::IQ4_XS},
 }};
 
 bool same_name(std::string_view a, std::string_view b) {
@@ -52,18 +57,14 @@ int layer_of(const std::string& name) {
 }
 
 // llama-quantize's replacement when a row is not a whole number of 256-value super-blocks.
-DType fallback(DType t, const TensorDesc& d) {
-  std::string_view need;
+DType fallback(DType t) {
   switch (t) {
-    case DType::Q4_K: need = "Q5_0"; break;
-    case DType::Q5_K: need = "Q5_1"; break;
+    case DType::Q4_K: return DType::Q5_0;
+    case DType::Q5_K: return DType::Q5_1;
     case DType::Q6_K: return DType::Q8_0;
+    case DType::IQ4_XS: return DType::IQ4_NL;
     default: return t;
   }
-  throw std::invalid_argument(fmt::format(
-      "tensor {} has rows of {} values, not a multiple of 256: llama-quantize would store it as {}, which this engine "
-      "does not support yet (supported: {})",
-      d.name, d.dims[0], need, dtype_supported_list()));
 }
 
 }  // namespace
@@ -76,11 +77,11 @@ std::optional<Preset> preset_from_name(std::string_view name) {
 
 std::vector<Preset> all_presets() { return {kPresets.begin(), kPresets.end()}; }
 
-std::optional<Preset> matching_preset(const std::vector<TensorDesc>& tensors, int n_layer, int n_expert) {
+std::optional<Preset> matching_preset(const std::vector<TensorDesc>& tensors, int n_layer, int n_expert, int n_gqa) {
   for (const Preset& p : kPresets) {
     std::vector<DType> types;
     try {
-      types = plan_types(p, tensors, n_layer, n_expert);
+      types = plan_types(p, tensors, n_layer, n_expert, n_gqa);
     } catch (const std::invalid_argument&) {
       continue;  // this preset cannot describe the file's shapes
     }
@@ -97,7 +98,7 @@ std::string preset_names() {
   return s;
 }
 
-std::string_view presets_not_supported() { return "Q3_K_M, Q3_K_S, Q2_K, IQ4_XS, IQ4_NL (their block types are not implemented yet)"; }
+std::string_view presets_not_supported() { return "Q3_K_M, Q3_K_S, Q2_K (their block types are not implemented yet)"; }
 
 bool is_quantisable(const TensorDesc& t) {
   const std::string& n = t.name;
@@ -109,9 +110,10 @@ bool is_quantisable(const TensorDesc& t) {
   return true;
 }
 
-std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& tensors, int n_layer, int n_expert) {
+std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& tensors, int n_layer, int n_expert,
+                              int n_gqa) {
   const std::string_view ft = p.name;
-  const bool q4_k_m = ft == "Q4_K_M", q5_k_m = ft == "Q5_K_M", q4_k_s = ft == "Q4_K_S";
+  const bool q4_k_m = ft == "Q4_K_M", q5_k_m = ft == "Q5_K_M", q4_k_s = ft == "Q4_K_S", iq4_nl = ft == "IQ4_NL" || ft == "IQ4_XS";
   // Counted over the whole file first, as llama-quantize does.
   int n_attention_wv = 0;
   bool has_output = false;
@@ -137,6 +139,7 @@ std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& te
     } else if (has(n, "attn_v.weight")) {
       if ((q4_k_m || q5_k_m) && use_more_bits(i_attention_wv, n_attention_wv)) ty = DType::Q6_K;
       else if (q4_k_s && i_attention_wv < 4) ty = DType::Q5_K;
+      else if (iq4_nl && n_gqa >= 4) ty = DType::Q5_K;  // one V head serves 4+ query heads
       if (n_expert == 8) ty = DType::Q8_0;
       ++i_attention_wv;
     } else if (has(n, "attn_k.weight")) {
@@ -149,15 +152,15 @@ std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& te
         if (il < 0 || il >= n_layer) throw std::invalid_argument(fmt::format("tensor {}: no layer number in range", n));
       }
       if ((q4_k_m || q5_k_m) && use_more_bits(il, n_layer)) ty = DType::Q6_K;
-      else if (q4_k_s && il < n_layer / 8) ty = DType::Q5_K;
+      else if ((q4_k_s || iq4_nl) && il < n_layer / 8) ty = DType::Q5_K;
       ++i_ffn_down;
     } else if (has(n, "attn_output.weight")) {
-      if (n_expert == 8 && (q4_k_s || q4_k_m)) ty = DType::Q5_K;
+      if (n_expert == 8 && (q4_k_s || q4_k_m || iq4_nl)) ty = DType::Q5_K;
     } else if (has(n, "attn_qkv.weight")) {
       if (q4_k_m) ty = DType::Q5_K;
       else if (q5_k_m) ty = DType::Q6_K;
     }
-    if (t.dims[0] % dtype_block_size(ty) != 0) ty = fallback(ty, t);
+    if (t.dims[0] % dtype_block_size(ty) != 0) ty = fallback(ty);
     if (t.dims[0] % dtype_block_size(ty) != 0) ty = DType::F16;  // llama-quantize's last resort
     out.push_back(ty);
   }

@@ -21,7 +21,8 @@ struct Preset {
   DType base;             // the type of every quantised tensor no rule changes
 };
 
-// Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q6_K, Q8_0, Q4_0 (case-insensitive); nullopt otherwise.
+// Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (case-insensitive); nullopt
+// otherwise.
 std::optional<Preset> preset_from_name(std::string_view name);
 // Every preset name, and those llama-quantize has that this engine cannot write yet (their
 // types are missing), for error messages.
@@ -37,15 +38,17 @@ struct TensorDesc {
 
 // The types of all tensors of a file under a preset, in file order. `n_layer` and `n_expert`
 // come from the file's hyperparameters. Tensors that are not quantised (1-D tensors, norms,
-// router weights, the GDN convolution) keep their type. Throws std::invalid_argument naming the
-// tensor when the preset would need a type the engine does not support (a row length that is not
-// a multiple of 256 makes llama-quantize fall back to Q5_0 / Q5_1 for Q4_K / Q5_K).
-std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& tensors, int n_layer, int n_expert);
+// router weights, the GDN convolution) keep their type. Rows that are not a whole number of
+// 256-value super-blocks take llama-quantize's fallbacks (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0).
+// Throws std::invalid_argument naming the tensor when a rule cannot be applied.
+// `n_gqa` (query heads per KV head) only matters to IQ4_NL's attn_v rule.
+std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& tensors, int n_layer, int n_expert,
+                              int n_gqa = 1);
 
 // All presets, in llama_ftype order.
 std::vector<Preset> all_presets();
 // The preset whose rules give exactly these tensor types (nullopt: none does).
-std::optional<Preset> matching_preset(const std::vector<TensorDesc>& tensors, int n_layer, int n_expert);
+std::optional<Preset> matching_preset(const std::vector<TensorDesc>& tensors, int n_layer, int n_expert, int n_gqa = 1);
 
 // Whether llama-quantize would quantise this tensor at all.
 bool is_quantisable(const TensorDesc& t);

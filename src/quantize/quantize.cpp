@@ -36,10 +36,12 @@ Summary quantize_file(const std::string& in, const std::string& out, const Optio
   const std::string arch = r->get_str("general.architecture");
   const int n_layer = hparam(*r, arch, "block_count", 0);
   const int n_expert = hparam(*r, arch, "expert_count", 0);
+  const int n_head = hparam(*r, arch, "attention.head_count", 0), n_head_kv = hparam(*r, arch, "attention.head_count_kv", 0);
+  const int n_gqa = n_head > 0 && n_head_kv > 0 ? n_head / n_head_kv : 1;
 
   std::vector<TensorDesc> descs;
   for (const auto& t : r->tensors()) descs.push_back({t.name, t.dims, t.type});
-  const std::vector<DType> types = plan_types(*preset, descs, n_layer, n_expert);
+  const std::vector<DType> types = plan_types(*preset, descs, n_layer, n_expert, n_gqa);
   for (size_t i = 0; i < descs.size(); ++i) {
     const DType from = descs[i].type;
     if (types[i] == from || is_float(from) || (from == DType::Q8_0 && opt.allow_requantize)) continue;

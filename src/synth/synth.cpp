@@ -90,6 +90,11 @@ uint32_t file_type_of(DType t) {
     case DType::F32: return 0;
     case DType::F16: return 1;
     case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
+    case DType::Q5_0: return 8;
+    case DType::Q5_1: return 9;
+    case DType::IQ4_NL: return 25;
+    case DType::IQ4_XS: return 30;
     case DType::Q8_0: return 7;
     case DType::BF16: return 32;
     case DType::Q4_K: return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S: mostly Q4_K
@@ -215,7 +220,7 @@ void apply_mixture(const SynthConfig& c, std::vector<TensorPlan>& plans, uint32_
   check(preset.has_value(), fmt::format("unknown preset '{}' (supported: {})", c.mixture, quantize::preset_names()));
   std::vector<quantize::TensorDesc> descs;
   for (const auto& p : plans) descs.push_back({p.name, p.dims, DType::F32});
-  const std::vector<DType> types = quantize::plan_types(*preset, descs, c.n_layer, c.n_expert);
+  const std::vector<DType> types = quantize::plan_types(*preset, descs, c.n_layer, c.n_expert, c.n_head_kv > 0 ? c.n_head / c.n_head_kv : 1);
   for (size_t i = 0; i < plans.size(); ++i) plans[i].type = types[i];
   *file_type = preset->file_type;
 }

@@ -149,7 +149,8 @@ TEST_F(Corrupt, UnsupportedTypes) {
   expect_error(one_tensor({256}, 11, 0, 256), {"tensor 'w'", "Q3_K (11)", "not support", "supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K"});
   expect_error(one_tensor({256}, 15, 0, 256), {"tensor 'w'", "Q8_K (15)", "not support"});  // activations only
   expect_error(one_tensor({256}, 99, 0, 256), {"tensor 'w'", "unknown (99)"});
-  expect_error(one_tensor({256}, 3, 0, 256), {"tensor 'w'", "Q4_1 (3)"});
+  expect_error(one_tensor({256}, 9, 0, 256), {"tensor 'w'", "Q8_1 (9)", "not support"});  // activations only
+  expect_error(one_tensor({256}, 21, 0, 256), {"tensor 'w'", "IQ3_S (21)", "not support"});
 }
 
 TEST_F(Corrupt, DuplicateAndEmptyTensorNames) {

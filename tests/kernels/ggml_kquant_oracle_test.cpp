@@ -41,6 +41,7 @@ struct KGgml {
         {DType::Q4_K, "quantize_row_q4_K_ref", "dequantize_row_q4_K", "ggml_vec_dot_q4_K_q8_K"},
         {DType::Q5_K, "quantize_row_q5_K_ref", "dequantize_row_q5_K", "ggml_vec_dot_q5_K_q8_K"},
         {DType::Q6_K, "quantize_row_q6_K_ref", "dequantize_row_q6_K", "ggml_vec_dot_q6_K_q8_K"},
+        {DType::IQ4_XS, "quantize_row_iq4_xs_ref", "dequantize_row_iq4_xs", "ggml_vec_dot_iq4_xs_q8_K"},
     };
     for (const auto& n : names) {
       PerType p{n.t, g.sym<RowFn>(g.base, n.q), g.sym<DequantFn>(g.base, n.dq), g.sym<DotFn>(g.cpu, n.dot)};

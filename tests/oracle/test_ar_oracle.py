@@ -203,7 +203,7 @@ class ArMatchesLlamaCpp(unittest.TestCase):
 # that the 8-expert rules of the presets stay out of the way.
 KQUANT_SHAPE = ["--hidden", "256", "--gdn-head-dim", "64", "--expert-ff", "256", "--shared-ff", "256",
                 "--experts", "16", "--experts-used", "4"]
-PRESETS = ("Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q8_0", "Q4_0")
+PRESETS = ("Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS")
 
 
 @unittest.skipUnless(HAVE_ORACLE, "node or node_modules/node-llama-cpp missing: run scripts/setup.sh")
@@ -242,12 +242,29 @@ class QuantizedFilesMatchLlamaCpp(unittest.TestCase):
     @unittest.skipUnless(SAME_ORDERS, "greedy tokens may part at a near-tie where the summation orders differ")
     def test_greedy_64_tokens_q4_k_m_and_q6_k(self):
         prompt = self.w.write_ids("kq_greedy_prompt", prompt_ids(220, 500))
-        for preset in ("Q4_K_M", "Q6_K"):
+        for preset in ("Q4_K_M", "Q6_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS"):
             model = self.quantized(preset)
             gen = json.loads(run(["node", ORACLE, model, "generate", "--tokens-file", prompt, "--n", "64", *EXACT, "--compact"]))["generated"]
             mine = json.loads(run([CLOVER, "run", "-m", model, "--prompt-tokens", prompt, "-n", "64", "--ignore-eos",
                                    "--print-tokens", "-ctk", "f32", "-ctv", "f32"]).strip().splitlines()[-1])
             self.assertEqual(mine, gen, f"{preset}: greedy tokens differ from llama.cpp's")
+
+    def test_rows_that_are_not_super_blocks_fall_back_like_llama_quantize(self):
+        # The tiny shape (rows of 128 / 64 / 96 values): Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0
+        # tensor by tensor, so these files mix legacy and K-quant types the way llama-quantize's
+        # do. Same bounds as the K-quant files above.
+        f32 = self.w.synth("tiny_f32", "--layout", "qwen35moe")
+        ids = self.w.write_ids("tiny_kq_prompt", prompt_ids(220, 500))
+        loose = {} if SAME_ORDERS else dict(within_tol_min=0.4, max_abs=1.0, argmax_min=0.95)
+        for preset, fallback in (("Q4_K_M", "Q5_0"), ("Q5_K_S", "Q5_1"), ("IQ4_NL", "IQ4_NL"), ("IQ4_XS", "IQ4_NL")):
+            with self.subTest(preset=preset):
+                out = self.w.path(f"tiny_{preset}.gguf")
+                run([CLOVER, "quantize", "-q", f32, out, preset])
+                table = run([CLOVER, "inspect", out])
+                self.assertIn(fallback, table, f"{preset} on 128-wide rows has no {fallback} tensor")
+                self.assertIn(preset, table, "inspect does not name the preset")
+                compare(self, self.w.oracle_logits(out, ids), self.w.engine_logits(out, ids), 0.05,
+                        f"tiny {preset}", **loose)
 
     def test_synth_preset_equals_quantize_of_f32(self):
         # `clover synth --type PRESET` gives the same tensor types (and, from the same weights,

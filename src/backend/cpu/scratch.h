@@ -39,10 +39,10 @@ class ActSet {
 
  private:
   static int index(DType a) {
-    return a == DType::F32 ? 0 : a == DType::F16 ? 1 : a == DType::BF16 ? 2 : a == DType::Q8_0 ? 3 : 4;  // 4: Q8_K
+    return a == DType::F32 ? 0 : a == DType::F16 ? 1 : a == DType::BF16 ? 2 : a == DType::Q8_0 ? 3 : a == DType::Q8_1 ? 5 : 4;  // 4: Q8_K
   }
-  kernels::ActRows sets_[5];
-  bool ready_[5] = {};
+  kernels::ActRows sets_[6];
+  bool ready_[6] = {};
   const float* x_ = nullptr;
   int64_t rows_ = 0, cols_ = 0, stride_ = 0;
 };
