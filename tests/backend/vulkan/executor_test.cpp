@@ -333,9 +333,13 @@ TEST(VulkanExecutor, SnapshotRestoreAndResetReplayBitwise) {
   expect_silent_validation(*vk);
 }
 
-// Logits at positions beyond 32,000 agree with the CPU's (a narrow two-layer model: lavapipe is
-// slow). K and V in f16, as the default cache.
+// Logits at positions beyond 32,000 agree with the CPU's (a narrow two-layer model). K and V in
+// f16, as the default cache. On lavapipe the 32,000-token prefill takes well over ten minutes (its
+// attention over 32K keys and 500 passes of dispatch overhead), so CI leaves this case out unless
+// CLOVER_VK_LONG=1; on a GPU it takes seconds (bench/gpu-check.sh runs it).
 TEST(VulkanExecutor, LongContextAgreesWithTheCpuExecutor) {
+  const char* on = std::getenv("CLOVER_VK_LONG");
+  if (!on || std::string(on) != "1") GTEST_SKIP() << "set CLOVER_VK_LONG=1 (slow on lavapipe: a 32,000-token prefill)";
   TempDir d;
   synth::SynthConfig c = synth::preset("tiny");
   c.n_layer = 2, c.layer_pattern = "LF", c.n_embd = 64, c.n_vocab = 300, c.n_ctx_train = 40000;
