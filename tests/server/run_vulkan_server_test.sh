@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `clover serve --device vulkan:N` against `clover serve --device cpu`, both on the trained
-# clover-tiny: starts the two servers on free ports, runs vulkan.test.mjs (the same greedy
+# clover-tiny: starts the two servers on free ports, runs vulkan.e2e.mjs (the same greedy
 # requests must give the same answers on both), always stops them.
 #   run_vulkan_server_test.sh CLOVER_BINARY SOURCE_DIR
 # Skips (exit 77) without node, the openai client, or a Vulkan device.
@@ -56,7 +56,7 @@ start cpu
 CPU_PORT=$PORT
 
 CLOVER_URL="http://127.0.0.1:$VK_PORT" CLOVER_CPU_URL="http://127.0.0.1:$CPU_PORT" CLOVER_MODEL_NAME=clover-test \
-  NODE_PATH="$SRC/node_modules" node --test --test-concurrency=1 "$SRC/tests/server/vulkan.test.mjs"
+  NODE_PATH="$SRC/node_modules" node --test --test-concurrency=1 "$SRC/tests/server/vulkan.e2e.mjs"
 RC=$?
 # The validation layer's messages go to the server's stderr: any is a failure.
 if grep -q "Validation Error\|VUID-" "$VK_LOG"; then
