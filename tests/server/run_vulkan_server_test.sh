@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `clover serve --device vulkan:N` against `clover serve --device cpu`, both on the trained
 # clover-tiny: starts the two servers on free ports, runs vulkan.e2e.mjs (the same greedy
-# requests must give the same answers on both), always stops them.
+# requests must give the same answers on both), always stops them. First, `clover run --mode
+# diffusion --device vulkan:N` must be refused before it generates.
 #   run_vulkan_server_test.sh CLOVER_BINARY SOURCE_DIR
 # Skips (exit 77) without node, the openai client, or a Vulkan device.
 set -u
@@ -49,6 +50,14 @@ start() {
   cat "$log" >&2
   exit 1
 }
+# The CLI refuses a mode the device cannot run before generating anything.
+OUT=$("$BIN" run -m "$MODEL" --device "$DEV" --mode diffusion -p hi -n 4 2>&1)
+if [ $? -ne 1 ] || ! grep -q "needs denoising passes.*issue #20" <<<"$OUT"; then
+  echo "error: clover run --mode diffusion --device $DEV was not refused with a clear message:" >&2
+  echo "$OUT" >&2
+  exit 1
+fi
+
 start "$DEV"
 VK_PORT=$PORT
 VK_LOG=${LOGS[-1]}
