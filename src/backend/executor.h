@@ -144,6 +144,9 @@ size_t recurrent_bytes_for(const model::HParams& hp);
 // Throws ModelError when the cache types do not suit the model (q8_0 needs a head dim that is a
 // multiple of 32; only f32, f16, q8_0).
 void check_kv_types(const model::HParams& hp, KvTypes types);
+// The checks every backend makes of a pass's tokens (backend/pass_checks.cpp): at least one, all
+// inside the vocabulary, and room for them in the sequence's context. ModelError otherwise.
+void check_pass_tokens(const Pass& p, int n_vocab);
 
 struct ExecutorOptions {
   // The backend: "cpu", "vulkan" (the first GPU), "vulkan:N" (device N of `clover devices`, a

@@ -86,14 +86,9 @@ void CpuExecutor::linear(const kernels::MatRef& w, const float* x, int T, int64_
 void CpuExecutor::check(const Pass& p) const {
   if (!p.seq) throw ModelError("a pass without a sequence");
   if (!dynamic_cast<const CpuSequence*>(p.seq)) throw ModelError("the sequence belongs to another backend");
-  const int64_t T = static_cast<int64_t>(p.tokens.size());
-  if (T == 0) throw ModelError("no tokens to evaluate");
-  if (p.seq->n_past() + T > p.seq->n_ctx())
-    throw ModelError(
-        fmt::format("context full: {} cached + {} new tokens exceed the context of {}", p.seq->n_past(), T, p.seq->n_ctx()));
-  for (int32_t t : p.tokens)
-    if (t < 0 || t >= hp_.n_vocab) throw ModelError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
+  check_pass_tokens(p, hp_.n_vocab);
   if (p.kind != PassKind::Denoise) return;
+  const int64_t T = static_cast<int64_t>(p.tokens.size());
   for (size_t i = 0; i < p.denoise_rows.size(); ++i)
     if (p.denoise_rows[i] < 0 || p.denoise_rows[i] >= T || (i > 0 && p.denoise_rows[i] <= p.denoise_rows[i - 1]))
       throw ModelError(fmt::format("denoise rows must be ascending block positions below {} (got {} at index {})", T,

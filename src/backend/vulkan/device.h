@@ -89,6 +89,8 @@ class Device {
   // The most bytes one binding may span: the device's maxStorageBufferRange, or less when a test
   // lowers it to exercise the split paths (lavapipe's 128 MiB is too large to reach in a test).
   uint64_t binding_limit() const { return binding_limit_; }
+  // Binding offsets are multiples of this: the device's minStorageBufferOffsetAlignment, at least a word.
+  uint64_t offset_alignment() const { return info_.min_storage_offset_alignment > 4 ? info_.min_storage_offset_alignment : 4; }
   void set_binding_limit(uint64_t bytes);
 
   // Submits a recorded command buffer; returns the timeline value its completion signals.

@@ -50,21 +50,21 @@ void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tok
   cl.dispatch(p, {ids, groups_out}, push, 1);
 }
 
+int64_t matmul_experts_dispatches(const Device& dev, const DeviceExperts& w) {
+  const int64_t chunk = detail::units_per_dispatch(dev, w.expert_stride, "matmul_experts (one expert's matrix)");
+  return (w.n_expert + chunk - 1) / chunk;
+}
+
 void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w, BufferRange x, int64_t x_stride,
                            const Q8Activations* q8, BufferRange groups_in, bool gather, BufferRange y, int64_t y_stride) {
-  const bool quant = w.type == DType::Q8_0 || w.type == DType::Q4_0;
+  const bool quant = reads_q8_activations(w.type);
   if (quant && (!q8 || q8->cols != w.cols))
     throw VulkanError(fmt::format("matmul_experts: {} experts of {} columns need Q8_0 activations of {} columns",
                                   dtype_name(w.type), w.cols, w.cols));
   if (w.rows < 1 || w.rows > detail::kMaxGroups) throw VulkanError(fmt::format("matmul_experts: {} rows per expert", w.rows));
   const Pipeline& p = dev.pipelines().get(detail::matmul_shader(w.type, true), 5, sizeof(MatmulPush));
-  const uint64_t align = detail::weight_alignment(dev);
-  const uint64_t limit = dev.binding_limit();
-  if (w.expert_stride + align > limit)
-    throw VulkanError(fmt::format("matmul_experts: one expert's matrix ({} bytes) exceeds the binding limit ({})",
-                                  w.expert_stride, limit));
   // Experts per dispatch: as many whole matrices as fit one binding.
-  const int64_t chunk = std::min<int64_t>(detail::kMaxGroups, static_cast<int64_t>((limit - align) / w.expert_stride));
+  const int64_t chunk = detail::units_per_dispatch(dev, w.expert_stride, "matmul_experts (one expert's matrix)");
   const BufferRange act = quant ? whole(q8->quants) : x;
   const BufferRange scales = quant ? whole(q8->scales) : x;
   for (int64_t e0 = 0; e0 < w.n_expert; e0 += chunk) {

@@ -34,6 +34,8 @@ void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tok
 // x and q8 as for record_matmul (q8 for Q8_0/Q4_0 experts).
 void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w, BufferRange x, int64_t x_stride,
                            const Q8Activations* q8, BufferRange groups, bool gather, BufferRange y, int64_t y_stride);
+// The dispatches record_matmul_experts records for `w` (its chunks of experts).
+int64_t matmul_experts_dispatches(const Device& dev, const DeviceExperts& w);
 
 // swiglu.comp (twin: kernels::swiglu_span_ref): g = silu(g) * u, rows of n, in place.
 void record_swiglu(CommandList& cl, Device& dev, BufferRange g, BufferRange u, int64_t rows, int64_t n, int64_t stride);

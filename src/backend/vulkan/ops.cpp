@@ -120,20 +120,22 @@ void record_quantize_q8_0(CommandList& cl, Device& dev, BufferRange x, int64_t r
   cl.dispatch(p, {x, whole(a.quants), whole(a.scales)}, push, groups(rows * (cols / 32), 64, "quantize_q8_0"));
 }
 
+int64_t matmul_dispatches(const Device& dev, const DeviceMatrix& w) {
+  const int64_t chunk = detail::units_per_dispatch(dev, w.row_stride, "matmul (weight rows)");
+  return (w.rows + chunk - 1) / chunk;
+}
+
 void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRange x, int64_t x_stride,
                    const Q8Activations* q8, int64_t n_act, BufferRange y, int64_t y_stride) {
-  const bool quant = w.type == DType::Q8_0 || w.type == DType::Q4_0;
+  const bool quant = reads_q8_activations(w.type);
   if (quant && (!q8 || q8->cols != w.cols || q8->rows < n_act))
     throw VulkanError(fmt::format("matmul: {} weights of {} columns need Q8_0 activations of {} columns for {} rows",
                                   dtype_name(w.type), w.cols, w.cols, n_act));
   if (!quant && x_stride < w.cols) throw VulkanError("matmul: activation stride shorter than a row");
   if (n_act < 1 || w.rows < 1) throw VulkanError("matmul: empty product");
   const Pipeline& p = dev.pipelines().get(detail::matmul_shader(w.type, false), 4, sizeof(MatmulPush));
-  const uint64_t align = detail::weight_alignment(dev);
-  // Rows per chunk: the chunk (plus up to `align` bytes of lead-in) must fit one binding.
-  const uint64_t limit = dev.binding_limit();
-  if (w.row_stride + align > limit) throw VulkanError("matmul: one weight row exceeds the binding limit");
-  const int64_t chunk = std::min<int64_t>(kMaxGroups, static_cast<int64_t>((limit - align) / w.row_stride));
+  // Rows per chunk: the chunk (plus up to an alignment of lead-in) must fit one binding.
+  const int64_t chunk = detail::units_per_dispatch(dev, w.row_stride, "matmul (weight rows)");
   const BufferRange act = quant ? whole(q8->quants) : x;
   const BufferRange scales = quant ? whole(q8->scales) : x;
   for (int64_t o0 = 0; o0 < w.rows; o0 += chunk) {

@@ -20,6 +20,10 @@ struct DeviceMatrix {
   uint64_t row_stride = 0;
 };
 
+// Whether matmul.comp reads weights of this type against Q8_0 activations (record_quantize_q8_0
+// first) rather than floats.
+inline bool reads_q8_activations(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+
 // Bytes a host matrix takes on the device (as stored in the file).
 uint64_t device_matrix_bytes(const kernels::MatRef& m);
 // Copies a host matrix into `dst` at `offset`, as stored (BF16 included: the shader widens it
@@ -43,6 +47,8 @@ void record_quantize_q8_0(CommandList& cl, Device& dev, BufferRange x, int64_t r
 // into chunks of rows that fit one binding and one dispatch grid.
 void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRange x, int64_t x_stride,
                    const Q8Activations* q8, int64_t n_act, BufferRange y, int64_t y_stride);
+// The dispatches record_matmul records for `w` (its chunks of rows).
+int64_t matmul_dispatches(const Device& dev, const DeviceMatrix& w);
 
 // rms_norm.comp (twin: model::ops::rms_norm, l2_norm, and the GDN gated norm). Rows are heads of
 // tokens: row (t, h) of x at t * x_row + h * x_head (y and z at t * y_row + h * y_head).

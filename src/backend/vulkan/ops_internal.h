@@ -26,8 +26,15 @@ inline uint32_t groups(int64_t items, int64_t per_group, const char* op) {
 }
 
 // Binding offsets are multiples of this (and of a word).
-inline uint64_t weight_alignment(const Device& dev) {
-  return std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
+inline uint64_t weight_alignment(const Device& dev) { return dev.offset_alignment(); }
+
+// How many units (weight rows, or whole expert matrices) of `unit_bytes` one dispatch binds: as
+// many as fit one binding after up to an alignment of lead-in, and the grid. Throws when not one fits.
+inline int64_t units_per_dispatch(const Device& dev, uint64_t unit_bytes, const char* op) {
+  const uint64_t align = weight_alignment(dev), limit = dev.binding_limit();
+  if (unit_bytes + align > limit)
+    throw VulkanError(fmt::format("{}: one unit of {} bytes exceeds the binding limit ({})", op, unit_bytes, limit));
+  return std::min<int64_t>(kMaxGroups, static_cast<int64_t>((limit - align) / unit_bytes));
 }
 
 // The matmul shader of a weight type, dense or over expert groups.

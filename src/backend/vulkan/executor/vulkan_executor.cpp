@@ -23,21 +23,8 @@ using model::ModelError;
 namespace {
 
 uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
-bool quantised(const DeviceMatrix& m) { return m.type == DType::Q8_0 || m.type == DType::Q4_0; }
-bool quantised(const DeviceExperts& m) { return m.type == DType::Q8_0 || m.type == DType::Q4_0; }
-
-// Dispatches record_matmul splits a matrix into (chunks of rows that fit one binding and grid).
-int64_t matmul_chunks(const Device& dev, const DeviceMatrix& m) {
-  if (!m.buffer) return 0;
-  const uint64_t align = std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
-  const int64_t per = std::max<int64_t>(1, std::min<int64_t>(65535, static_cast<int64_t>((dev.binding_limit() - align) / m.row_stride)));
-  return (m.rows + per - 1) / per;
-}
-int64_t expert_chunks(const Device& dev, const DeviceExperts& m) {
-  const uint64_t align = std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
-  const int64_t per = std::max<int64_t>(1, std::min<int64_t>(65535, static_cast<int64_t>((dev.binding_limit() - align) / m.expert_stride)));
-  return (m.n_expert + per - 1) / per;
-}
+bool quantised(const DeviceMatrix& m) { return reads_q8_activations(m.type); }
+bool quantised(const DeviceExperts& m) { return reads_q8_activations(m.type); }
 
 }  // namespace
 
@@ -75,8 +62,7 @@ struct VulkanExecutor::Scratch {
 };
 
 int64_t VulkanExecutor::stride(int64_t n) const {
-  const int64_t a = static_cast<int64_t>(std::max<uint64_t>(dev_->info().min_storage_offset_alignment, 4) / 4);
-  return std::max<int64_t>(1, static_cast<int64_t>(round_up(static_cast<uint64_t>(n), static_cast<uint64_t>(a))));
+  return static_cast<int64_t>(round_up(static_cast<uint64_t>(std::max<int64_t>(n, 1)), dev_->offset_alignment() / 4));
 }
 
 BufferRange VulkanExecutor::rows(const Buffer& b, int64_t row0, int64_t row_stride) const {
@@ -123,7 +109,7 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
   s.sNE = stride(NE);
   s.sFF = stride(hp_.n_ff_exp);
   s.sFS = stride(hp_.n_ff_shexp);
-  const uint64_t align = std::max<uint64_t>(info.min_storage_offset_alignment, 4);
+  const uint64_t align = dev_->offset_alignment();
   auto mk = [&](uint64_t floats, Residency r = Residency::Device) {
     return dev_->create_buffer(std::max<uint64_t>(floats, 1) * sizeof(float), MemoryPurpose::Scratch, r);
   };
@@ -158,11 +144,11 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
   for (const DeviceLayer& L : w_.layers) {
     for (const DeviceMatrix* m : {&L.q, &L.k, &L.v, &L.o, &L.qkv, &L.gate, &L.beta, &L.alpha, &L.out, &L.router,
                                   &L.shared_gate_inp, &L.shared_gate, &L.shared_up, &L.shared_down})
-      s.extra_dispatches += std::max<int64_t>(0, matmul_chunks(*dev_, *m) - 1);
+      if (m->buffer) s.extra_dispatches += matmul_dispatches(*dev_, *m) - 1;
     for (const DeviceExperts* e : {&L.gate_exps, &L.up_exps, &L.down_exps})
-      s.extra_dispatches += expert_chunks(*dev_, *e) - 1;
+      s.extra_dispatches += matmul_experts_dispatches(*dev_, *e) - 1;
   }
-  head_cl_ = std::make_unique<CommandList>(*dev_, static_cast<uint32_t>(8 + matmul_chunks(*dev_, w_.output) + 2 * B));
+  head_cl_ = std::make_unique<CommandList>(*dev_, static_cast<uint32_t>(8 + matmul_dispatches(*dev_, w_.output) + 2 * B));
   if (opts.verbose) std::fprintf(stderr, "vulkan: %s\n", memory_summary().c_str());
 }
 
@@ -190,13 +176,7 @@ void VulkanExecutor::check(const Pass& p) const {
     throw ModelError(
         "the Vulkan backend runs causal passes only (AR decoding, prefill, commit and verify); denoising passes of block "
         "diffusion on the GPU are not written yet (issue #20): use --mode ar or --device cpu");
-  const int64_t T = static_cast<int64_t>(p.tokens.size());
-  if (T == 0) throw ModelError("no tokens to evaluate");
-  if (p.seq->n_past() + T > p.seq->n_ctx())
-    throw ModelError(
-        fmt::format("context full: {} cached + {} new tokens exceed the context of {}", p.seq->n_past(), T, p.seq->n_ctx()));
-  for (int32_t t : p.tokens)
-    if (t < 0 || t >= hp_.n_vocab) throw ModelError(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp_.n_vocab - 1));
+  backend::check_pass_tokens(p, hp_.n_vocab);
   if (p.rows != LogitRows::None && !p.logits) throw ModelError("a pass that wants logits has nowhere to put them");
 }
 

@@ -22,7 +22,7 @@ VulkanSequence::VulkanSequence(Device& dev, const model::HParams& hp, int n_ctx,
   }
   k_row_bytes_ = k_head_bytes_ * hp.n_head_kv;
   v_row_bytes_ = v_head_bytes_ * hp.n_head_kv;
-  const uint64_t align = std::max<uint64_t>(dev.info().min_storage_offset_alignment, 4);
+  const uint64_t align = dev.offset_alignment();
   conv_bytes_ = static_cast<uint64_t>(hp.conv_kernel - 1) * hp.gdn_qkv_dim() * sizeof(float);
   ssm_bytes_ = static_cast<uint64_t>(hp.gdn_v_heads) * hp.gdn_head_dim * hp.gdn_head_dim * sizeof(float);
   uint64_t state = 0;
