@@ -32,7 +32,6 @@ struct ModelInfo {
   std::string weight_type;   // the tensor type holding most of the file's bytes (Q4_0, Q8_0, F32...)
   bool can_denoise = false;  // has the reverse in-block path (official layout)
   std::string device;        // the backend running the model: "cpu", "vulkan:0 (NVIDIA H200)", ...
-  bool device_denoises = true;  // the backend runs denoising passes (diffusion and spec modes)
   int block_size = 32;
   float threshold = 0.95f;
   int mask_token = -1;

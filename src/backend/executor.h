@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sampling/row_top.h"
 #include "kernels/dtype.h"
 #include "model/model.h"
 
@@ -98,8 +99,13 @@ struct Pass {
   std::span<const int32_t> denoise_rows; // Denoise: ascending block positions that get logits; empty: all
   bool reverse_path = true;              // Denoise: add the reverse in-block GDN path
   // [rows][n_vocab]: Causal Last: one row; Causal All: a row per token; Denoise: a row per block
-  // position (rows not in denoise_rows are unspecified scratch).
+  // position (rows not in denoise_rows are unspecified scratch). May be null when top_k > 0.
   float* logits = nullptr;
+  // Selection on the backend (sampling/row_top.h): with top_k in [1, kMaxTop], each wanted row's k best
+  // entries and normaliser go to `top`, laid out as the logits rows are; the logits rows too when
+  // `logits` is not null.
+  int top_k = 0;
+  sampling::RowTop* top = nullptr;
   PassStats stats;                       // out: this pass's work, written by the executor
 
   static Pass causal(Sequence& seq, std::span<const int32_t> tokens, LogitRows rows, float* logits) {
@@ -124,9 +130,6 @@ class Executor {
   // The most tokens one stacked pass holds (a lone causal pass may be longer: it is chunked).
   virtual int max_batch() const = 0;
   virtual int n_threads() const = 0;  // CPU threads the backend computes with
-  // Whether the backend runs denoising passes (block diffusion, guess-then-verify drafts); a
-  // backend that does not refuses them with a ModelError naming what to use instead.
-  virtual bool runs_denoise() const { return true; }
   // Throws ModelError when the cache types do not suit the model.
   virtual std::unique_ptr<Sequence> new_sequence(int n_ctx, KvTypes types) = 0;
   // Runs the passes: one alone, or several (each on a different sequence, their tokens together
@@ -147,6 +150,20 @@ void check_kv_types(const model::HParams& hp, KvTypes types);
 // The checks every backend makes of a pass's tokens (backend/pass_checks.cpp): at least one, all
 // inside the vocabulary, and room for them in the sequence's context. ModelError otherwise.
 void check_pass_tokens(const Pass& p, int n_vocab);
+// The rows a pass wants, in order: the position in its tokens, and the row of `logits` / `top`
+// that receives it (Last: 0; All: the position; Denoise: the block position).
+struct WantedRow {
+  int32_t pos, out;
+};
+std::vector<WantedRow> wanted_rows(const Pass& p);
+// The rows of `logits` / `top` a pass's output spans (Last: 1; All and Denoise: its tokens).
+int64_t output_rows(const Pass& p);
+// That a pass which wants rows has somewhere to put them (logits and/or a selection of top_k in
+// [1, kMaxTop] with its `top` array).
+void check_pass_outputs(const Pass& p);
+// And of a denoising pass (nothing for a causal one): rows ascending inside the block, the block
+// within the largest pass, the reverse path only where the file has it.
+void check_denoise_pass(const Pass& p, int max_batch, bool has_reverse_path);
 
 struct ExecutorOptions {
   // The backend: "cpu", "vulkan" (the first GPU), "vulkan:N" (device N of `clover devices`, a

@@ -81,10 +81,6 @@ Runner add_run_command(CLI::App& app) {
     eo.cache_type_v = cache_type_from_name(a->cache_type_v);
     const std::string path = a->model.empty() ? default_model_path() : a->model;
     auto engine = Engine::load(path, eo);
-    if (a->mode != "ar" && !engine->info().device_denoises)
-      throw Error(fmt::format("--mode {} needs denoising passes, which {} does not run yet (issue #20): use --mode ar or "
-                              "--device cpu",
-                              a->mode, engine->info().device));
     for (const auto& w : engine->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     std::fprintf(stderr, "%s\n", context_summary(engine->info()).c_str());
     auto session = engine->new_session();

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <tuple>
+#include <utility>
 
 namespace clover::decode {
 
@@ -14,55 +16,76 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// What a pass hands back for each of up to `rows` rows: the row's best entries and normaliser
+// (selection on the backend, sampling/row_top.h) when `k` of them suffice, else the whole row.
+// A block's first denoising pass then reads back a few hundred bytes a row, not n_vocab floats.
+class Rows {
+ public:
+  // k: entries per row; 0: whole rows.
+  Rows(int rows, int n_vocab, int k) : V_(n_vocab), k_(k) {
+    if (k_ > 0)
+      top_.resize(static_cast<size_t>(rows));
+    else
+      logits_.resize(static_cast<size_t>(rows) * n_vocab);
+  }
+  // The sampler's rows: selection when it can choose from one.
+  static Rows for_sampler(const sampling::Sampler& s, int rows, int n_vocab) { return Rows(rows, n_vocab, s.top_needed()); }
+
+  void attach(backend::Pass& p) {
+    p.logits = k_ > 0 ? nullptr : logits_.data();
+    p.top_k = k_;
+    p.top = k_ > 0 ? top_.data() : nullptr;
+  }
+  // The sampler's choice for row r (history: the penalties' tokens, unused with a selection).
+  sampling::Sampler::Choice sample(sampling::Sampler& s, int r, std::span<const int32_t> history, int32_t exclude = -1) {
+    return k_ > 0 ? s.sample_top(top_[r], exclude) : s.sample(&logits_[static_cast<size_t>(r) * V_], history, exclude);
+  }
+  // Greedy draft of row r (the best token but `except`) and its probability; needs k >= 2.
+  std::pair<int32_t, float> draft(int r, int32_t except) const {
+    const sampling::RowTop& t = top_.at(static_cast<size_t>(r));
+    for (int i = 0; i < t.n; ++i)
+      if (t.top[i].id != except) return {t.top[i].id, static_cast<float>(std::exp(t.logprob(t.top[i].logit)))};
+    return {-1, 0.0f};
+  }
+
+ private:
+  int V_, k_;
+  std::vector<float> logits_;
+  std::vector<sampling::RowTop> top_;
+};
+
 // Runs a causal pass through the context (appends `tokens` to the sequence, not to `committed`).
-void causal(Context& c, std::span<const int32_t> tokens, backend::LogitRows rows, float* logits) {
-  backend::Pass p = backend::Pass::causal(c.seq, tokens, rows, logits);
+void causal(Context& c, std::span<const int32_t> tokens, backend::LogitRows rows, Rows* out) {
+  backend::Pass p = backend::Pass::causal(c.seq, tokens, rows, nullptr);
+  if (out) out->attach(p);
   c.run_pass(p);
 }
 
 // A causal pass that commits `tokens` to the state (and to the committed list).
-void commit(Context& c, std::span<const int32_t> tokens, backend::LogitRows rows, float* logits, Stats& stats) {
+void commit(Context& c, std::span<const int32_t> tokens, backend::LogitRows rows, Rows* out, Stats& stats) {
   const auto t0 = Clock::now();
-  causal(c, tokens, rows, logits);
+  causal(c, tokens, rows, out);
   c.committed.insert(c.committed.end(), tokens.begin(), tokens.end());
   ++stats.causal_passes;
   stats.causal_seconds += since(t0);
 }
 
-// A denoising pass over `block`; logits only for the block positions in `rows` (the outputs that
+// A denoising pass over `block`; rows only for the block positions in `rows` (the outputs that
 // predict a still-masked position).
-void denoise(Context& c, const std::vector<int32_t>& block, std::span<const int32_t> rows, const Options& o, float* logits,
+void denoise(Context& c, const std::vector<int32_t>& block, std::span<const int32_t> rows, const Options& o, Rows& out,
              Stats& stats) {
   const auto t0 = Clock::now();
-  backend::Pass p = backend::Pass::denoise(c.seq, block, rows, logits, o.reverse_path);
+  backend::Pass p = backend::Pass::denoise(c.seq, block, rows, nullptr, o.reverse_path);
+  out.attach(p);
   c.run_pass(p);
   ++stats.denoise_passes;
   stats.denoise_seconds += since(t0);
 }
 
-// Softmax probability of `tok` in a row of logits (the confidence shown for a drafted token).
-float probability(const float* row, int n, int32_t tok) {
-  float mx = row[0];
-  for (int i = 1; i < n; ++i) mx = std::max(mx, row[i]);
-  double sum = 0;
-  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(row[i] - mx));
-  return static_cast<float>(std::exp(static_cast<double>(row[tok] - mx)) / sum);
-}
-
-// Greedy draft token: the best token other than the mask.
-int32_t argmax_except(const float* row, int n, int32_t except) {
-  int32_t best = -1;
-  float bv = -std::numeric_limits<float>::infinity();
-  for (int i = 0; i < n; ++i)
-    if (i != except && (best < 0 || row[i] > bv)) best = i, bv = row[i];
-  return best;
-}
-
 }  // namespace
 
 void decode_ar(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
-  const int V = c.n_vocab;
-  std::vector<float> logits(V);
+  Rows out = Rows::for_sampler(c.sampler, 1, c.n_vocab);
   int32_t p = pending;
   for (int emitted = 1;; ++emitted) {
     const bool go = emit(p);
@@ -70,17 +93,16 @@ void decode_ar(Context& c, int32_t pending, const Options& o, const Emit& emit, 
       commit(c, std::span<const int32_t>(&p, 1), backend::LogitRows::None, nullptr, stats);
       return;
     }
-    commit(c, std::span<const int32_t>(&p, 1), backend::LogitRows::Last, logits.data(), stats);
-    p = c.sampler.sample(logits.data(), c.committed).token;
+    commit(c, std::span<const int32_t>(&p, 1), backend::LogitRows::Last, &out, stats);
+    p = out.sample(c.sampler, 0, c.committed).token;
   }
 }
 
 void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
-  const int V = c.n_vocab;
   const int B = o.block_size;
   // Compared in log space: near 1 float probabilities saturate and would create false ties.
   const double log_tau = o.threshold > 0 ? std::log(o.threshold) : -std::numeric_limits<double>::infinity();
-  std::vector<float> logits(static_cast<size_t>(B) * V);
+  Rows out = Rows::for_sampler(c.sampler, B, c.n_vocab);
   std::vector<int32_t> block(B);
   std::vector<bool> decided(B);
   std::vector<float> confidence(B);  // for the observer
@@ -113,12 +135,12 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
       rows.clear();
       for (int j = 1; j < B; ++j)
         if (!decided[j]) rows.push_back(j - 1);
-      denoise(c, block, rows, o, logits.data(), stats);
+      denoise(c, block, rows, o, out, stats);
       int best = -1;
       for (int j = 1; j < B; ++j) {
         if (decided[j]) continue;
         // Position j is predicted by the output at j-1 (AR-style shift).
-        cand[j] = c.sampler.sample(logits.data() + static_cast<size_t>(j - 1) * V, c.committed, o.mask_token);
+        cand[j] = out.sample(c.sampler, j - 1, c.committed, o.mask_token);
         if (best < 0 || cand[j].logprob > cand[best].logprob) best = j;  // ties: lowest position
       }
       int filled = 0;
@@ -141,17 +163,17 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
     }
     // The commit pass: the finished block, causally, into the cache; its last output is the next
     // pending token.
-    commit(c, block, backend::LogitRows::Last, logits.data(), stats);
+    commit(c, block, backend::LogitRows::Last, &out, stats);
     ++stats.blocks;
     if (emitted >= o.max_tokens) return;
-    p = c.sampler.sample(logits.data(), c.committed).token;
+    p = out.sample(c.sampler, 0, c.committed).token;
   }
 }
 
 void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
-  const int V = c.n_vocab;
   const int B = o.block_size;
-  std::vector<float> logits(static_cast<size_t>(B) * V);
+  Rows drafts(B, c.n_vocab, 2);  // greedy drafts and their probabilities: two entries a row suffice
+  Rows verified = Rows::for_sampler(c.sampler, B, c.n_vocab);
   std::vector<int32_t> block(B);
   const std::unique_ptr<backend::Snapshot> snapshot = c.seq.new_snapshot();
   const std::vector<bool> all_decided(B, true);
@@ -169,27 +191,24 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
     // Guess: one denoising pass drafts every position at once.
     std::fill(block.begin(), block.end(), o.mask_token);
     block[0] = p;
-    denoise(c, block, draft_rows, o, logits.data(), stats);
-    for (int j = 1; j < B; ++j) block[j] = argmax_except(logits.data() + static_cast<size_t>(j - 1) * V, V, o.mask_token);
-    if (o.observer) {
-      for (int j = 1; j < B; ++j) confidence[j] = probability(logits.data() + static_cast<size_t>(j - 1) * V, V, block[j]);
-      o.observer(BlockView{block, all_decided, confidence, stats.blocks, 1});
-    }
+    denoise(c, block, draft_rows, o, drafts, stats);
+    for (int j = 1; j < B; ++j) std::tie(block[j], confidence[j]) = drafts.draft(j - 1, o.mask_token);
+    if (o.observer) o.observer(BlockView{block, all_decided, confidence, stats.blocks, 1});
 
     // Verify: one causal pass over the draft. The GDN state cannot be truncated, so keep a copy
     // (the snapshot's storage is reused after the first cycle).
     c.seq.save(*snapshot);
     const auto t0 = Clock::now();
-    causal(c, block, backend::LogitRows::All, logits.data());
+    causal(c, block, backend::LogitRows::All, &verified);
     ++stats.causal_passes;
     stats.causal_seconds += since(t0);
 
     // Accept the longest run where the draft equals the verifier's own choice.
     int accepted = 0;
-    int32_t a = c.sampler.sample(logits.data(), c.committed).token;
+    int32_t a = verified.sample(c.sampler, 0, c.committed).token;
     while (accepted < B - 1 && block[accepted + 1] == a) {
       ++accepted;
-      a = c.sampler.sample(logits.data() + static_cast<size_t>(accepted) * V, c.committed).token;
+      a = verified.sample(c.sampler, accepted, c.committed).token;
     }
     if (o.observer) o.observer(BlockView{block, all_decided, confidence, stats.blocks, 1, accepted});
     int kept = accepted;  // drafts actually output (emit may stop earlier)

@@ -116,7 +116,6 @@ class EngineImpl final : public Engine {
     info_.file_bytes = model_->file().file_size();
     info_.can_denoise = hp.has_reverse_path;
     info_.device = std::string(executor_->name());
-    info_.device_denoises = executor_->runs_denoise();
     info_.block_size = hp.block_size;
     info_.threshold = hp.threshold;
     info_.mask_token = hp.mask_token;
@@ -189,7 +188,7 @@ void SessionImpl::run_pass(backend::Pass& p) {
   if (p.kind == backend::PassKind::Denoise || p.tokens.empty()) {
     eng_.batcher().run(p);  // an empty one fails with the executor's message
   } else {
-    // Causal: in chunks of at most max_batch tokens (logits only from the chunks that need them).
+    // Causal: in chunks of at most max_batch tokens (rows only from the chunks that need them).
     const int64_t T = static_cast<int64_t>(p.tokens.size()), max_batch = eng_.executor().max_batch();
     const int64_t V = eng_.model().hp().n_vocab;
     p.stats = {};
@@ -197,8 +196,11 @@ void SessionImpl::run_pass(backend::Pass& p) {
       const int64_t n = std::min(max_batch, T - b);
       const backend::LogitRows rows =
           p.rows == backend::LogitRows::All ? backend::LogitRows::All : (b + n == T ? p.rows : backend::LogitRows::None);
+      const bool all = p.rows == backend::LogitRows::All;
       backend::Pass chunk = backend::Pass::causal(*p.seq, p.tokens.subspan(b, n), rows,
-                                                  p.rows == backend::LogitRows::All ? p.logits + b * V : p.logits);
+                                                  all && p.logits ? p.logits + b * V : p.logits);
+      chunk.top_k = p.top_k;  // selection on the backend: its rows chunk like the logits rows
+      chunk.top = all && p.top ? p.top + b : p.top;
       eng_.batcher().run(chunk);
       p.stats += chunk.stats;
     }

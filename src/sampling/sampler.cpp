@@ -183,13 +183,27 @@ size_t Sampler::mass_prefix_cut(size_t lo, size_t hi, double mass_before, double
 Sampler::Choice Sampler::sample_filtered(int32_t exclude_token) {
   const SamplingParams& p = params_;
   const double inv_t = 1.0 / p.temperature;
-
   // Tokens in play: every finite logit (-inf has probability 0; NaN is treated as -inf); with top_k,
-  // only the k best.
+  // only the k best, in canonical order (so that sample_top draws the same token).
   const size_t k = p.top_k > 0 ? static_cast<size_t>(p.top_k) : static_cast<size_t>(n_vocab_);
-  size_t n = gather_top(work_.data(), inv_t, k, -1, /*drop_minus_inf=*/true);
+  const size_t n = gather_top(work_.data(), inv_t, k, -1, /*drop_minus_inf=*/true);
   if (n == 0) throw std::invalid_argument("sampling: every selectable logit is -inf or NaN");
+  if (p.top_k > 0) {
+    auto cmp = [](const Candidate& a, const Candidate& b) { return before(a.z, a.id, b.z, b.id); };
+    std::sort(candidates_.begin(), candidates_.begin() + n, cmp);
+  }
+  return draw(n, exclude_token, [&]() -> TokenLogit {
+    int32_t best = -1;
+    for (int32_t i = 0; i < n_vocab_; ++i)
+      if (i != exclude_token && work_[i] > -std::numeric_limits<float>::infinity() && (best < 0 || work_[i] > work_[best]))
+        best = i;
+    return {best, best >= 0 ? work_[best] : 0.0f};
+  });
+}
 
+Sampler::Choice Sampler::draw(size_t n, int32_t exclude_token, const std::function<TokenLogit()>& best_other) {
+  const SamplingParams& p = params_;
+  const double inv_t = 1.0 / p.temperature;
   // Weights relative to the maximum, which every later filter keeps: w = exp(z - m) <= 1.
   double m = kNegInf;
   for (size_t i = 0; i < n; ++i) m = std::max(m, candidates_[i].z);
@@ -206,14 +220,14 @@ Sampler::Choice Sampler::sample_filtered(int32_t exclude_token) {
   }
   if (n == 1 && candidates_[0].id == exclude_token) {
     // Only the excluded token survived: keep the best other token too.
-    int32_t best = -1;
-    for (int32_t i = 0; i < n_vocab_; ++i)
-      if (i != exclude_token && work_[i] > -std::numeric_limits<float>::infinity() &&
-          (best < 0 || work_[i] > work_[best]))
-        best = i;
-    if (best < 0) throw std::invalid_argument("sampling: every selectable logit is -inf or NaN");
-    const double z = work_[best] * inv_t;
-    candidates_[n++] = {z, std::exp(z - m), best};
+    const TokenLogit b = best_other();
+    if (b.id < 0) throw std::invalid_argument("sampling: every selectable logit is -inf or NaN");
+    const double z = b.logit * inv_t;
+    candidates_[n++] = {z, std::exp(z - m), b.id};
+  }
+  if (p.top_k > 0) {  // the filters reorder; the draw walks the canonical order
+    auto cmp = [](const Candidate& a, const Candidate& b) { return before(a.z, a.id, b.z, b.id); };
+    std::sort(candidates_.begin(), candidates_.begin() + n, cmp);
   }
 
   // Final distribution over candidates_[0, n), the excluded token included. Its total is
@@ -239,6 +253,38 @@ Sampler::Choice Sampler::sample_filtered(int32_t exclude_token) {
   }
   const Candidate& c = candidates_[chosen];
   return {c.id, c.w / total, (c.z - m) - std::log1p(rest)};
+}
+
+bool Sampler::penalised() const {
+  const SamplingParams& p = params_;
+  return (p.repeat_penalty != 1.0f && p.repeat_last_n != 0) || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
+int Sampler::top_needed() const {
+  if (penalised()) return 0;
+  if (params_.greedy()) return 2;
+  return params_.top_k > 0 && params_.top_k < kMaxTop ? params_.top_k + 1 : 0;
+}
+
+Sampler::Choice Sampler::sample_top(const RowTop& top, int32_t exclude_token) {
+  if (!valid_id(exclude_token, n_vocab_)) exclude_token = -1;
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  // The best selectable entry (what the greedy scan and the fallback of a draw find).
+  int best = -1;
+  for (int i = 0; i < top.n && best < 0; ++i)
+    if (top.top[i].id != exclude_token && top.top[i].logit > kMinusInf) best = i;
+  if (params_.greedy()) {
+    if (best < 0) throw std::invalid_argument("sampling: every selectable logit is -inf or NaN");
+    const double logprob = top.logprob(top.top[best].logit);
+    return {top.top[best].id, std::exp(logprob), logprob};
+  }
+  if (top_needed() == 0) throw std::logic_error("sampling: sample_top with parameters that need the whole row");
+  const double inv_t = 1.0 / params_.temperature;
+  size_t n = 0;
+  for (int i = 0; i < top.n && n < static_cast<size_t>(params_.top_k); ++i)
+    if (top.top[i].logit > kMinusInf) candidates_[n++] = {top.top[i].logit * inv_t, 0.0, top.top[i].id};
+  if (n == 0) throw std::invalid_argument("sampling: every selectable logit is -inf or NaN");
+  return draw(n, exclude_token, [&]() -> TokenLogit { return {best >= 0 ? top.top[best].id : -1, best >= 0 ? top.top[best].logit : 0.0f}; });
 }
 
 void Sampler::top_candidates(const float* logits, int k, std::vector<TokenLogprob>& out, int32_t exclude_token) {

@@ -19,9 +19,11 @@
 // probability: the reported probability of the chosen token is its own, not renormalised over the
 // other tokens. If the filters keep only the excluded token, the best other token is kept with it.
 //
-// Reproducibility: the same seed, row and history give the same tokens with the same build. The
-// draw walks the kept tokens in an internal order, so a change to the selection code may change
-// which token a seed picks (never the distribution).
+// Reproducibility: the same seed, row and history give the same tokens with the same build. With
+// top_k set, the draw walks the kept tokens in (logit descending, id ascending) order, so a seed
+// picks the same token whether the sampler sees the whole row or only its best entries
+// (sample_top: selection on the backend, row_top.h). Without top_k the draw walks an internal order,
+// so a change to the selection code may change which token a seed picks (never the distribution).
 //
 // No allocation per call: scratch buffers of n_vocab entries live in the Sampler. A Sampler is not
 // thread-safe; use one per sequence (its RNG stream is that sequence's). Cost per call at n_vocab
@@ -30,10 +32,13 @@
 // top_p alone 2.5-3.5 ms.
 #pragma once
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <random>
 #include <span>
 #include <vector>
+
+#include "sampling/row_top.h"
 
 namespace clover::sampling {
 
@@ -72,6 +77,16 @@ class Sampler {
   // NaN logits are treated as -inf. Throws std::invalid_argument if no token can be chosen.
   Choice sample(const float* logits, std::span<const int32_t> history = {}, int32_t exclude_token = -1);
 
+  // Selection on the backend: how many of a row's best entries (a RowTop of that k) sample_top needs
+  // to choose as sample() would from the whole row; 0 when it needs the row: penalties change
+  // logits the selection does not see, and a draw without top_k (or with top_k >= kMaxTop) may keep
+  // tokens beyond the best kMaxTop. Greedy: 2 (the best, and the next in case the best is excluded).
+  int top_needed() const;
+  // The choice sample() makes from the row `top` summarises (top.n >= top_needed() entries, or every
+  // non-NaN entry of the row): greedy gives the same token and log-probability; a draw gives the
+  // same token from the same point of the RNG stream. No history: top_needed() is 0 with penalties.
+  Choice sample_top(const RowTop& top, int32_t exclude_token = -1);
+
   // The k most likely tokens of the raw row (temperature 1, no penalties, no filters: what the
   // model predicts, as OpenAI `top_logprobs` reports), best first, ties to the lowest id. The
   // excluded token is left out of the list but keeps its share of the probabilities. `out` is
@@ -95,6 +110,15 @@ class Sampler {
   void apply_penalties(std::span<const int32_t> history);
   Choice sample_greedy(int32_t exclude_token) const;
   Choice sample_filtered(int32_t exclude_token);
+  // The filters and the draw over candidates_[0, n) (z set, in canonical order when top_k is set);
+  // best_other: the best selectable token other than exclude_token with its logit (id -1: none),
+  // asked for only when the filters keep the excluded token alone.
+  struct TokenLogit {
+    int32_t id;
+    float logit;
+  };
+  Choice draw(size_t n, int32_t exclude_token, const std::function<TokenLogit()>& best_other);
+  bool penalised() const;
   size_t gather_top(const float* row, double scale, size_t k, int32_t skip, bool drop_minus_inf);
   size_t top_p_cut(size_t n, double max_z, double sum);
   size_t mass_prefix_cut(size_t lo, size_t hi, double mass_before, double target);

@@ -173,12 +173,6 @@ void start_stream(const httplib::Request& req, httplib::Response& res, std::shar
 std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text, size_t history_chars,
                             bool thinking_open) {
   if (r.prompt_tokens.empty()) check_prompt_size(st, prompt_text.size());
-  if (r.gen.mode != DecodeMode::AR && !st.engine->info().device_denoises)
-    throw ApiError(400, "invalid_request_error",
-                   fmt::format("decoding mode {} needs denoising passes, which the {} backend does not run yet (issue #20): "
-                               "use mode ar, or serve with --device cpu",
-                               r.gen.mode == DecodeMode::Spec ? "spec" : "diffusion", st.engine->info().device),
-                   json{{"param", "clover.mode"}});
   JobInput in;
   in.history_chars = history_chars;
   in.prompt_text = std::move(prompt_text);

@@ -40,9 +40,6 @@ void load(ServerState& st) {
   eo.device = st.opt.device;
   eo.n_gpu_layers = st.opt.n_gpu_layers;
   st.engine = Engine::load(st.opt.model_path, eo);
-  if (st.opt.mode != DecodeMode::AR && !st.engine->info().device_denoises)
-    throw Error(st.engine->info().device +
-                " does not run denoising passes yet (issue #20): --mode diffusion and --mode spec need --device cpu");
   for (const auto& w : st.engine->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   std::fprintf(stderr, "%s, %d slots\n", context_summary(st.engine->info()).c_str(), st.opt.n_slots);
   const std::string source = st.opt.chat_template_file.empty() ? st.engine->chat_template() : read_file(st.opt.chat_template_file);

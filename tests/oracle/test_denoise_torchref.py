@@ -6,6 +6,9 @@ For prefixes of 0, 37 and 1,100 committed tokens and blocks with some positions 
 (CLOVER-SPEC 2 and 3.3: bidirectional attention inside the block, GDN forward scan from the
 committed state plus the reverse in-block path). Also without the reverse path.
 
+With CLOVER_DENOISE_DEVICE=vulkan:N the engine runs on that Vulkan device (lavapipe in CI) and is
+held to 1e-3 (the device's exp and summation order; issue #20's bound for F32 weights).
+
 Run: /usr/bin/python3 -m unittest -v tests/oracle/test_denoise_torchref.py
 """
 import json
@@ -22,6 +25,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 CLOVER = os.environ.get("CLOVER_BIN", os.path.join(ROOT, "build", "bin", "clover"))
+DEVICE = os.environ.get("CLOVER_DENOISE_DEVICE", "cpu")
+TOLERANCE = 1e-4 if DEVICE == "cpu" else 1e-3
 
 import torch  # noqa: E402
 
@@ -44,7 +49,7 @@ class DenoiseMatchesReference(unittest.TestCase):
         pf, bf, out = (os.path.join(self.dir, x) for x in ("p.json", "b.json", "out.bin"))
         json.dump(prefix, open(pf, "w"))
         json.dump(block, open(bf, "w"))
-        cmd = [CLOVER, "logits", "-m", self.model, "--tokens", pf, "--denoise", bf, "--out", out]
+        cmd = [CLOVER, "logits", "-m", self.model, "--tokens", pf, "--denoise", bf, "--out", out, "--device", DEVICE]
         if not reverse:
             cmd.append("--no-reverse")
         subprocess.run(cmd, check=True, capture_output=True)
@@ -65,8 +70,8 @@ class DenoiseMatchesReference(unittest.TestCase):
             block[p] = rng.randrange(0, 500)
         e, r = self.engine(prefix, block, reverse), self.reference(prefix, block, reverse)
         d = np.abs(e - r).max()
-        print(f"prefix {prefix_len}, committed {committed_positions}, reverse {reverse}: max |dlogit| {d:.3g}")
-        self.assertLessEqual(d, 1e-4)
+        print(f"{DEVICE}: prefix {prefix_len}, committed {committed_positions}, reverse {reverse}: max |dlogit| {d:.3g}")
+        self.assertLessEqual(d, TOLERANCE)
 
     def test_empty_prefix(self):
         self.check(0, [])

@@ -436,6 +436,75 @@ TEST(Seed, GoldenSequenceIsStableAcrossBuilds) {
   EXPECT_EQ(got, want);
 }
 
+// ---- selection on the backend: choosing from a RowTop as from the whole row ----
+
+// Random rows over a 5,000-token vocabulary with a few spikes, ties, -inf and NaN entries.
+std::vector<float> spiky_row(std::mt19937& rng, int V) {
+  std::normal_distribution<float> n(0.0f, 2.0f);
+  std::vector<float> row(V);
+  for (float& x : row) x = n(rng);
+  for (int i = 0; i < 6; ++i) row[rng() % V] = 8.0f + static_cast<float>(rng() % 4);  // ties among spikes
+  row[rng() % V] = -kInf;
+  row[rng() % V] = std::nanf("");
+  return row;
+}
+
+SamplingParams make_params(float temperature, int top_k, float top_p, float min_p, uint64_t seed) {
+  SamplingParams p;
+  p.temperature = temperature, p.top_k = top_k, p.top_p = top_p, p.min_p = min_p, p.seed = seed;
+  return p;
+}
+
+TEST(SampleTop, GivesTheSameChoicesAsTheWholeRow) {
+  const int V = 5000;
+  std::mt19937 rng(7);
+  // Greedy, and draws with top_k (with top_p, min_p), each with and without an excluded token.
+  const std::vector<SamplingParams> cases = {make_params(0.0f, 0, 1.0f, 0.0f, 1),   make_params(0.8f, 40, 0.95f, 0.05f, 2),
+                                             make_params(1.0f, 1, 1.0f, 0.0f, 3),   make_params(1.3f, 20, 1.0f, 0.0f, 4),
+                                             make_params(0.6f, 63, 0.9f, 0.0f, 5), make_params(2.0f, 5, 1.0f, 0.5f, 6)};
+  for (const SamplingParams& p : cases) {
+    Sampler from_row(p, V), from_top(p, V);
+    ASSERT_GT(from_top.top_needed(), 0);
+    for (int i = 0; i < 200; ++i) {
+      const std::vector<float> row = spiky_row(rng, V);
+      RowTop top;
+      select_top_ref(row.data(), V, from_top.top_needed(), top);
+      // The excluded token: sometimes the best one (the fallback), sometimes another, sometimes none.
+      const int32_t exclude = i % 3 == 0 ? top.top[0].id : i % 3 == 1 ? static_cast<int32_t>(rng() % V) : -1;
+      const Sampler::Choice a = from_row.sample(row.data(), {}, exclude), b = from_top.sample_top(top, exclude);
+      ASSERT_EQ(a.token, b.token) << "temperature " << p.temperature << ", top_k " << p.top_k << ", row " << i;
+      ASSERT_EQ(a.logprob, b.logprob) << "temperature " << p.temperature << ", top_k " << p.top_k << ", row " << i;
+    }
+  }
+}
+
+TEST(SampleTop, NeedsTheWholeRowWithPenaltiesOrAnUnboundedDraw) {
+  SamplingParams p = make_params(0.0f, 0, 1.0f, 0.0f, 1);
+  EXPECT_EQ(Sampler(p, 100).top_needed(), 2);
+  p.presence_penalty = 0.5f;
+  EXPECT_EQ(Sampler(p, 100).top_needed(), 0);
+  p = make_params(0.8f, 0, 0.95f, 0.0f, 1);  // no top_k: the nucleus may hold any number of tokens
+  EXPECT_EQ(Sampler(p, 100).top_needed(), 0);
+  p.top_k = kMaxTop;  // top_k + 1 entries would not fit a RowTop
+  EXPECT_EQ(Sampler(p, 100).top_needed(), 0);
+  p.top_k = 40;
+  EXPECT_EQ(Sampler(p, 100).top_needed(), 41);
+  p.repeat_penalty = 1.1f;
+  EXPECT_EQ(Sampler(p, 100).top_needed(), 0);
+}
+
+TEST(SampleTop, ReferenceSelectionOrdersTiesAndSkipsNaN) {
+  const std::vector<float> row = {1.0f, std::nanf(""), 3.0f, 3.0f, -kInf, 2.0f, 3.0f};
+  RowTop t;
+  select_top_ref(row.data(), static_cast<int64_t>(row.size()), 64, t);
+  ASSERT_EQ(t.n, 6);  // every entry but the NaN
+  const std::vector<int32_t> ids = {2, 3, 6, 5, 0, 4};
+  for (int i = 0; i < t.n; ++i) EXPECT_EQ(t.top[i].id, ids[i]) << i;
+  EXPECT_EQ(t.max_logit, 3.0f);
+  // log1p of exp(0) + exp(0) + exp(-1) + exp(-2) (the first maximum is not in the rest).
+  EXPECT_NEAR(t.log1p_rest, std::log1p(2.0 + std::exp(-1.0) + std::exp(-2.0)), 1e-12);
+}
+
 // ---- top candidates / raw log-probabilities ----
 
 TEST(TopCandidates, BestFirstTiesToLowestIdWithRawLogprobs) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `clover serve --device vulkan:N` against `clover serve --device cpu`, both on the trained
 # clover-tiny: starts the two servers on free ports, runs vulkan.e2e.mjs (the same greedy
-# requests must give the same answers on both), always stops them. First, `clover run --mode
-# diffusion --device vulkan:N` must be refused before it generates.
+# requests must give the same answers on both, in every decoding mode) and the pass-event tests of
+# the diffusion and spec modes (pass_events.test.mjs) against the Vulkan server, always stops them.
+# First, `clover run --mode diffusion|spec` gives the same answer on the device as on the CPU.
 #   run_vulkan_server_test.sh CLOVER_BINARY SOURCE_DIR
 # Skips (exit 77) without node, the openai client, or a Vulkan device.
 set -u
@@ -50,13 +51,18 @@ start() {
   cat "$log" >&2
   exit 1
 }
-# The CLI refuses a mode the device cannot run before generating anything.
-OUT=$("$BIN" run -m "$MODEL" --device "$DEV" --mode diffusion -p hi -n 4 2>&1)
-if [ $? -ne 1 ] || ! grep -q "needs denoising passes.*issue #20" <<<"$OUT"; then
-  echo "error: clover run --mode diffusion --device $DEV was not refused with a clear message:" >&2
-  echo "$OUT" >&2
-  exit 1
-fi
+# The CLI: block diffusion and guess-then-verify on the device give the CPU's answer.
+for MODE in diffusion spec; do
+  ARGS=(run -m "$MODEL" --mode "$MODE" --chat -p "What is the capital of Australia? One word." -n 24 -t 2)
+  GPU_OUT=$(CLOVER_VK_VALIDATE=1 "$BIN" "${ARGS[@]}" --device "$DEV" 2>/dev/null)
+  CPU_OUT=$("$BIN" "${ARGS[@]}" --device cpu 2>/dev/null)
+  if [ -z "$GPU_OUT" ] || [ "$GPU_OUT" != "$CPU_OUT" ]; then
+    echo "error: clover run --mode $MODE --device $DEV answered differently from the CPU:" >&2
+    echo "gpu: $GPU_OUT" >&2
+    echo "cpu: $CPU_OUT" >&2
+    exit 1
+  fi
+done
 
 start "$DEV"
 VK_PORT=$PORT
@@ -67,6 +73,10 @@ CPU_PORT=$PORT
 CLOVER_URL="http://127.0.0.1:$VK_PORT" CLOVER_CPU_URL="http://127.0.0.1:$CPU_PORT" CLOVER_MODEL_NAME=clover-test \
   NODE_PATH="$SRC/node_modules" node --test --test-concurrency=1 "$SRC/tests/server/vulkan.e2e.mjs"
 RC=$?
+# The server's own diffusion/spec end-to-end tests (pass events through the openai client, the
+# replayed blocks) against the Vulkan server.
+CLOVER_URL="http://127.0.0.1:$VK_PORT" CLOVER_MODEL_NAME=clover-test \
+  NODE_PATH="$SRC/node_modules" node --test --test-concurrency=1 "$SRC/tests/server/pass_events.test.mjs" || RC=1
 # The validation layer's messages go to the server's stderr: any is a failure.
 if grep -q "Validation Error\|VUID-" "$VK_LOG"; then
   echo "error: the validation layer reported problems:" >&2

@@ -1,7 +1,7 @@
 // `clover serve --device vulkan` against `clover serve --device cpu` on the trained clover-tiny
 // (run_vulkan_server_test.sh starts both): the device is named in /v1/models and /metrics, greedy
 // answers are the same on both (plain, streaming, with tools, several requests batched into the
-// slots at once), and a decoding mode the GPU cannot run yet is refused with a clear error.
+// slots at once), and block diffusion and guess-then-verify run on the GPU with the CPU's answers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -66,14 +66,24 @@ test('four requests at once (batched into the slots) each give their answer alon
   together.forEach((r, i) => assert.equal(r.choices[0].message.content, alone[i], prompts[i]));
 });
 
-test('block diffusion is refused with a clear error, and the server keeps serving', async () => {
-  const res = await fetch(`${VK}/v1/chat/completions`, {
-    method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ ...request('Say hello.'), clover: { mode: 'diffusion' } }),
-  });
-  assert.ok(res.status >= 400, `status ${res.status}`);
-  const body = await res.json();
-  assert.match(body.error.message, /issue #20|--mode ar|causal passes/);
-  const again = await vk.chat.completions.create(request('Say hello.', { max_tokens: 4 }));
-  assert.ok(again.choices[0].message.content !== undefined);
+test('block diffusion and guess-then-verify on the GPU give the CPU answers; spec gives the AR answer', async () => {
+  for (const content of ['What is the capital of Australia? One word.', 'Count from one to five.']) {
+    const ar = (await vk.chat.completions.create(request(content))).choices[0].message.content;
+    for (const mode of ['diffusion', 'spec']) {
+      const r = request(content, { clover: { mode } });
+      const [a, b] = await Promise.all([vk.chat.completions.create(r), cpu.chat.completions.create(r)]);
+      assert.equal(a.choices[0].message.content, b.choices[0].message.content, `${mode}: ${content}`);
+      assert.ok(a.timings?.denoise_passes > 0, `${mode}: denoising passes ran: ${JSON.stringify(a.timings)} ${content}`);
+      if (mode === 'spec') assert.equal(a.choices[0].message.content, ar, `spec equals AR: ${content}`);
+    }
+  }
+});
+
+test('diffusion answers several requests at once on the GPU, each as alone', async () => {
+  const prompts = ['Say hello.', 'What is two plus two?', 'Name a fruit.'];
+  const r = (p) => request(p, { max_tokens: 24, clover: { mode: 'diffusion' } });
+  const alone = [];
+  for (const p of prompts) alone.push((await vk.chat.completions.create(r(p))).choices[0].message.content);
+  const together = await Promise.all(prompts.map((p) => vk.chat.completions.create(r(p))));
+  together.forEach((x, i) => assert.equal(x.choices[0].message.content, alone[i], prompts[i]));
 });

@@ -87,20 +87,41 @@ void CpuExecutor::check(const Pass& p) const {
   if (!p.seq) throw ModelError("a pass without a sequence");
   if (!dynamic_cast<const CpuSequence*>(p.seq)) throw ModelError("the sequence belongs to another backend");
   check_pass_tokens(p, hp_.n_vocab);
-  if (p.kind != PassKind::Denoise) return;
-  const int64_t T = static_cast<int64_t>(p.tokens.size());
-  for (size_t i = 0; i < p.denoise_rows.size(); ++i)
-    if (p.denoise_rows[i] < 0 || p.denoise_rows[i] >= T || (i > 0 && p.denoise_rows[i] <= p.denoise_rows[i - 1]))
-      throw ModelError(fmt::format("denoise rows must be ascending block positions below {} (got {} at index {})", T,
-                                   p.denoise_rows[i], i));
-  if (T > max_batch_) throw ModelError(fmt::format("a block of {} positions exceeds the largest pass of {} tokens", T, max_batch_));
-  if (p.reverse_path && !hp_.has_reverse_path)
-    throw ModelError("this file has no reverse in-block GDN path (ssm_rev_* tensors): it runs AR only, or denoise without the reverse path");
+  check_pass_outputs(p);
+  check_denoise_pass(p, max_batch_, hp_.has_reverse_path);
 }
 
 void CpuExecutor::run(std::span<Pass> passes) {
   if (passes.empty()) throw ModelError("a pass list needs at least one pass");
   for (const Pass& p : passes) check(p);
+  // Selection (row_top.h): rows the caller does not want to see are computed into scratch, then
+  // reduced by the reference selection, whose sums are the sampler's.
+  const int64_t V = hp_.n_vocab;
+  if (select_rows_.size() < passes.size()) select_rows_.resize(passes.size());
+  std::vector<bool> borrowed(passes.size(), false);
+  for (size_t i = 0; i < passes.size(); ++i) {
+    Pass& p = passes[i];
+    if (p.top_k == 0 || p.logits) continue;
+    select_rows_[i].resize(static_cast<size_t>(output_rows(p) * V));
+    p.logits = select_rows_[i].data();
+    borrowed[i] = true;
+  }
+  try {
+    run_checked(passes);
+  } catch (...) {
+    for (size_t i = 0; i < passes.size(); ++i)
+      if (borrowed[i]) passes[i].logits = nullptr;
+    throw;
+  }
+  for (size_t i = 0; i < passes.size(); ++i) {
+    Pass& p = passes[i];
+    if (p.top_k == 0) continue;
+    for (const WantedRow& r : wanted_rows(p)) sampling::select_top_ref(p.logits + r.out * V, V, p.top_k, p.top[r.out]);
+    if (borrowed[i]) p.logits = nullptr;
+  }
+}
+
+void CpuExecutor::run_checked(std::span<Pass> passes) {
   if (passes.size() > 1) {
     run_stacked(passes);
     return;

@@ -55,6 +55,7 @@ class CpuExecutor final : public Executor {
 
   void prepare_weights(const Options& opts);
   void check(const Pass& p) const;
+  void run_checked(std::span<Pass> passes);  // run() after the checks and the selection's set-up
   void run_causal(Pass& p);
   void run_denoise(Pass& p);
   void run_stacked(std::span<Pass> passes);  // stacked_pass.cpp
@@ -76,6 +77,7 @@ class CpuExecutor final : public Executor {
   int max_batch_;
   std::unique_ptr<Scratch> s_;
   std::vector<StatsSegment> segments_;  // of the pass running now
+  std::vector<std::vector<float>> select_rows_;  // per pass of a stack: logits rows only the selection reads
   std::FILE* routing_trace_ = nullptr;
   int chunk_pos0_ = 0;  // position of the chunk's first token (for the trace)
   bool reverse_path_ = true;

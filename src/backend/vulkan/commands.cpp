@@ -107,6 +107,31 @@ void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange>
                          0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
+void CommandList::copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes) {
+  if (!recording_) throw VulkanError("copy outside begin()/end()");
+  if (!src || !dst || src_offset + bytes > src.size() || dst_offset + bytes > dst.size() || bytes == 0)
+    throw VulkanError(fmt::format("copy of {} bytes from [{}] of {} to [{}] of {} bytes", bytes, src_offset,
+                                  src ? src.size() : 0, dst_offset, dst ? dst.size() : 0));
+  const DeviceFns& f = dev_.fn();
+  std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
+  // Earlier work that reads or writes either buffer finishes first (the dispatch barrier orders
+  // compute -> transfer; an earlier copy needs its own).
+  VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  before.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  before.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, nullptr, 0, nullptr);
+  VkBufferCopy region{src_offset, dst_offset, bytes};
+  f.vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), 1, &region);
+  VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  after.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                        VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+  f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                         0, 1, &after, 0, nullptr, 0, nullptr);
+}
+
 void CommandList::end() {
   if (!recording_) throw VulkanError("CommandList::end without begin");
   std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());

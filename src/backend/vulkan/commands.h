@@ -31,6 +31,9 @@ class CommandList {
                 uint32_t gy = 1, uint32_t gz = 1) {
     dispatch(p, buffers, &push, sizeof(Push), gx, gy, gz);
   }
+  // A buffer-to-buffer copy in the list, ordered like a dispatch: it sees what earlier dispatches
+  // wrote, and later dispatches see what it wrote.
+  void copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes);
   void end();
 
   // Submits the recorded list (waiting first if its previous submission is still running) and

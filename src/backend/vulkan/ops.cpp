@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/vulkan/ops_internal.h"
@@ -31,6 +33,9 @@ struct RopePush {
 };
 struct ArgmaxPush {
   uint32_t n, stride;
+};
+struct SelectTopPush {
+  uint32_t n, stride, k;
 };
 struct RouterPush {
   uint32_t n_expert, k, stride;
@@ -174,6 +179,29 @@ void record_argmax(CommandList& cl, Device& dev, BufferRange x, int64_t rows, in
   cl.dispatch(p, {x, best}, push, groups(rows, 1, "argmax"));
 }
 
+uint64_t select_top_words(int k) { return 4 + 2 * static_cast<uint64_t>(k); }
+
+void record_select_top(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t n, int64_t stride, int k,
+                       BufferRange out) {
+  if (n < 1) throw VulkanError("select_top: empty row");
+  if (k < 1 || k > sampling::kMaxTop) throw VulkanError(fmt::format("select_top: k {} (1..{})", k, sampling::kMaxTop));
+  const Pipeline& p = dev.pipelines().get("select_top", 2, sizeof(SelectTopPush));
+  const SelectTopPush push{u32(n, "n"), u32(stride, "stride"), static_cast<uint32_t>(k)};
+  cl.dispatch(p, {x, out}, push, groups(rows, 1, "select_top"));
+}
+
+void read_row_top(const uint32_t* w, int k, sampling::RowTop& out) {
+  auto as_float = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  out.max_logit = as_float(w[0]);
+  out.log1p_rest = std::log1p(static_cast<double>(as_float(w[1])));
+  out.n = static_cast<int32_t>(std::min<uint32_t>(w[2], static_cast<uint32_t>(k)));
+  for (int i = 0; i < out.n; ++i) out.top[i] = {static_cast<int32_t>(w[4 + 2 * i]), as_float(w[5 + 2 * i])};
+}
+
 void record_moe_router(CommandList& cl, Device& dev, BufferRange logits, int64_t tokens, int64_t n_expert, int64_t k,
                        int64_t stride, BufferRange ids, BufferRange weights) {
   if (n_expert < 1 || n_expert > 512 || k < 1 || k > 16 || k > n_expert)
@@ -210,16 +238,30 @@ void record_conv_silu(CommandList& cl, Device& dev, int64_t channels, int kernel
   cl.dispatch(p, {x, state, w, y}, push, groups(channels, 64, "conv_silu"));
 }
 
-void record_gdn_step(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
-                     BufferRange beta, BufferRange params, BufferRange state, BufferRange o) {
-  if (s.d < 1 || s.d > 256) throw VulkanError(fmt::format("gdn_step: head dim {} (1..256)", s.d));
+namespace {
+
+void record_gdn(const char* shader, CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv,
+                BufferRange alpha, BufferRange beta, BufferRange params, BufferRange state, BufferRange o) {
+  if (s.d < 1 || s.d > 256) throw VulkanError(fmt::format("{}: head dim {} (1..256)", shader, s.d));
   if (s.n_k_heads < 1 || s.n_v_heads % s.n_k_heads)
-    throw VulkanError(fmt::format("gdn_step: {} value heads over {} key heads", s.n_v_heads, s.n_k_heads));
-  const Pipeline& p = dev.pipelines().get("gdn_step", 6, sizeof(GdnPush));
+    throw VulkanError(fmt::format("{}: {} value heads over {} key heads", shader, s.n_v_heads, s.n_k_heads));
+  const Pipeline& p = dev.pipelines().get(shader, 6, sizeof(GdnPush));
   const GdnPush push{u32(s.d, "d"), u32(s.n_k_heads, "n_k_heads"), u32(s.n_v_heads, "n_v_heads"), u32(s.tokens, "tokens"),
                      u32(s.conv_stride, "conv_stride"), u32(s.gate_stride, "gate_stride"), u32(s.o_stride, "o_stride"),
                      scale};
-  cl.dispatch(p, {conv, alpha, beta, params, state, o}, push, groups(s.n_v_heads, 1, "gdn_step"));
+  cl.dispatch(p, {conv, alpha, beta, params, state, o}, push, groups(s.n_v_heads, 1, shader));
+}
+
+}  // namespace
+
+void record_gdn_step(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
+                     BufferRange beta, BufferRange params, BufferRange state, BufferRange o) {
+  record_gdn("gdn_step", cl, dev, s, scale, conv, alpha, beta, params, state, o);
+}
+
+void record_gdn_reverse(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
+                        BufferRange beta, BufferRange params, BufferRange scratch, BufferRange o) {
+  record_gdn("gdn_step_reverse", cl, dev, s, scale, conv, alpha, beta, params, scratch, o);
 }
 
 void record_kv_store(CommandList& cl, Device& dev, BufferRange x, int64_t tokens, int64_t values, int64_t x_stride,

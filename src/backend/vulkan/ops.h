@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "sampling/row_top.h"
+
 #include "backend/vulkan/commands.h"
 #include "kernels/dtype.h"
 #include "kernels/matmul.h"
@@ -69,6 +71,14 @@ void record_rope_neox(CommandList& cl, Device& dev, const RopeShape& s, BufferRa
 // argmax.comp (twin: the greedy sampler's rule): best[2 r] = index, best[2 r + 1] = value bits.
 void record_argmax(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t n, int64_t stride, BufferRange best);
 
+// select_top.comp (twin: sampling::select_top_ref, backend/row_top.h): per row of logits the first
+// maximum, the sum of exp(x - max) over the other entries, and the k best entries, in
+// select_top_words(k) words a row; read_row_top turns one row of it into a RowTop.
+uint64_t select_top_words(int k);
+void record_select_top(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t n, int64_t stride, int k,
+                       BufferRange out);
+void read_row_top(const uint32_t* words, int k, sampling::RowTop& out);
+
 // moe_router.comp (twin: the routing in model/moe.cpp): ids and weights [tokens][k].
 void record_moe_router(CommandList& cl, Device& dev, BufferRange logits, int64_t tokens, int64_t n_expert, int64_t k,
                        int64_t stride, BufferRange ids, BufferRange weights);
@@ -103,6 +113,12 @@ struct GdnShape {
 };
 void record_gdn_step(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
                      BufferRange beta, BufferRange params, BufferRange state, BufferRange o);
+// gdn_step.comp REVERSE (twin: kernels::gdn_step_reverse_ref as backend/cpu/gdn.cpp drives it): the
+// reverse in-block path of a denoising pass (CLOVER-SPEC 3.3) over the block's tokens, last to
+// first, ADDED to o. alpha, beta and params (rev dt_bias [Hv] then rev a [Hv]) are the ssm_rev_*
+// gates; `scratch` holds R [Hv][d][d], zeroed by the shader.
+void record_gdn_reverse(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
+                        BufferRange beta, BufferRange params, BufferRange scratch, BufferRange o);
 
 // kv_store.comp (twin: store_kv_row in backend/cpu/attention.cpp): the K or V rows of `tokens`
 // tokens (`values` floats each, x_stride apart) into the cache at positions n_past.., in the

@@ -17,6 +17,7 @@
 #include "backend/vulkan/executor/vulkan_executor.h"
 #include "model/model_test_util.h"
 #include "quantize/quantize.h"
+#include "backend/vulkan/executor_test_util.h"
 
 namespace clover {
 namespace {
@@ -25,62 +26,6 @@ using backend::KvTypes;
 using backend::LogitRows;
 using backend::Pass;
 using testing::TempDir;
-
-std::string test_device() {
-  const char* e = std::getenv("CLOVER_VK_TEST_DEVICE");
-  return std::string("vulkan:") + (e ? e : "0");
-}
-
-// A Vulkan executor with validation on, or a skip when there is no device.
-std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& m, int max_batch = 256) {
-  std::string error;
-  auto probe = vulkan::Instance::create({}, error);
-  if (!probe || probe->devices().empty()) return nullptr;
-  vulkan::VulkanExecutor::Options o;
-  o.device = test_device();
-  o.max_batch = max_batch;
-  o.validate = true;
-  o.verbose = false;
-  return std::make_unique<vulkan::VulkanExecutor>(m, o);
-}
-
-#define VULKAN_OR_SKIP(var, ...)                                          \
-  auto var = make_vulkan(__VA_ARGS__);                                    \
-  if (!var) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)"
-
-void expect_silent_validation(const vulkan::VulkanExecutor& vk) {
-  EXPECT_TRUE(vk.instance().validation_layer_active()) << "the validation layer never reported itself active";
-  EXPECT_EQ(vk.instance().validation_messages(), 0u) << "the validation layer reported problems (printed above)";
-}
-
-struct Agreement {
-  double top1 = 0, mean_kl = 0, max_kl = 0, max_abs = 0;
-};
-
-// Per position: KL(cpu || vulkan) of the softmaxes, top-1 agreement, largest |difference|.
-Agreement compare(const std::vector<float>& cpu, const std::vector<float>& vk, int V) {
-  Agreement a;
-  const size_t n = cpu.size() / V;
-  for (size_t r = 0; r < n; ++r) {
-    const float* p = cpu.data() + r * V;
-    const float* q = vk.data() + r * V;
-    const int ap = static_cast<int>(std::max_element(p, p + V) - p), aq = static_cast<int>(std::max_element(q, q + V) - q);
-    a.top1 += ap == aq;
-    double mp = p[ap], mq = q[aq], zp = 0, zq = 0;
-    for (int i = 0; i < V; ++i) zp += std::exp(p[i] - mp), zq += std::exp(q[i] - mq);
-    double kl = 0;
-    for (int i = 0; i < V; ++i) {
-      const double lp = p[i] - mp - std::log(zp), lq = q[i] - mq - std::log(zq);
-      kl += std::exp(lp) * (lp - lq);
-      a.max_abs = std::max(a.max_abs, static_cast<double>(std::fabs(p[i] - q[i])));
-    }
-    a.mean_kl += kl;
-    a.max_kl = std::max(a.max_kl, kl);
-  }
-  a.top1 /= static_cast<double>(n);
-  a.mean_kl /= static_cast<double>(n);
-  return a;
-}
 
 struct Case {
   model::Layout layout;
@@ -118,11 +63,15 @@ TEST_P(VulkanModel, LogitsAgreeWithTheCpuExecutor) {
   const bool quant = c.type == DType::Q8_0 || c.type == DType::Q4_0;
   EXPECT_GE(a.top1, quant ? 0.95 : 0.99);
   EXPECT_LE(a.mean_kl, 1e-3);
-  if (c.type == DType::F32) EXPECT_LE(a.max_abs, 1e-3);
+  if (c.type == DType::F32) {
+    EXPECT_LE(a.max_abs, 1e-3);
+  }
   // The same work: tokens, routed rows, and (with identical routing) distinct experts.
   EXPECT_EQ(pv.stats.tokens, 200);
   EXPECT_EQ(pv.stats.expert_rows, pc.stats.expert_rows);
-  if (c.type == DType::F32) EXPECT_EQ(pv.stats.distinct_experts, pc.stats.distinct_experts);
+  if (c.type == DType::F32) {
+    EXPECT_EQ(pv.stats.distinct_experts, pc.stats.distinct_experts);
+  }
   EXPECT_EQ(vs->n_past(), 200);
   EXPECT_EQ(vs->kv_bytes(), backend::kv_bytes_for(m->hp(), 256, {}));
   EXPECT_EQ(vs->recurrent_bytes(), backend::recurrent_bytes_for(m->hp()));
@@ -403,7 +352,8 @@ TEST(VulkanExecutor, BadPassesAreRefusedWithoutChangingTheSequence) {
   };
   expect_refused(Pass::causal(*s, bad, LogitRows::Last, logits.data()), "outside the vocabulary");
   expect_refused(Pass::causal(*s, too_long, LogitRows::Last, logits.data()), "context full");
-  expect_refused(Pass::denoise(*s, block, {}, logits.data(), false), "issue #20");
+  const std::vector<int32_t> bad_rows = {3, 2};
+  expect_refused(Pass::denoise(*s, block, bad_rows, logits.data(), false), "denoise rows must be ascending");
   expect_refused(Pass::causal(*s, ok, LogitRows::Last, nullptr), "nowhere to put them");
   backend::cpu::CpuSequence foreign(m->hp(), 16);
   try {
@@ -424,8 +374,7 @@ TEST(VulkanExecutor, DeviceMemoryIsAccountedByPurpose) {
   VULKAN_OR_SKIP(vk, *m);
   const vulkan::MemoryAccount& acc = vk->device().memory();
   const uint64_t cache0 = acc.bytes(vulkan::MemoryPurpose::Cache), state0 = acc.bytes(vulkan::MemoryPurpose::State);
-  // Every matrix but the token embedding (looked up on the host) and the reverse-path tensors
-  // (denoising passes only), each in an allocation of its own.
+  // Every matrix but the token embedding (looked up on the host), each in an allocation of its own.
   const uint64_t embd = static_cast<uint64_t>(m->weights().token_embd.rows) * m->weights().token_embd.row_stride;
   EXPECT_GE(acc.bytes(vulkan::MemoryPurpose::Weights), (m->weight_bytes() - embd) * 95 / 100);
   EXPECT_LE(acc.bytes(vulkan::MemoryPurpose::Weights), m->weight_bytes() + 256 * 1024);

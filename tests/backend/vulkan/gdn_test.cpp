@@ -95,5 +95,52 @@ TEST_F(GdnTest, DeltaRuleMatchesTheReferenceOverSeveralTokens) {
   }
 }
 
+// The reverse in-block path: R from zero, tokens last to first, each output added to what o held.
+TEST_F(GdnTest, ReversePathMatchesTheReference) {
+  for (int d : {64, 40}) {
+    const int Hk = 2, Hv = 6, T = 7, conv_stride = 2 * Hk * d + Hv * d + 5, gate_stride = Hv + 3;
+    std::vector<float> conv = random_floats(static_cast<size_t>(T) * conv_stride, 61);
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < 2 * Hk; ++h) model::ops::l2_norm(&conv[static_cast<size_t>(t) * conv_stride + h * d], d, 1e-6f);
+    const std::vector<float> alpha = random_floats(static_cast<size_t>(T) * gate_stride, 62, -3.0f, 3.0f);
+    const std::vector<float> beta = random_floats(static_cast<size_t>(T) * gate_stride, 63, -3.0f, 3.0f);
+    std::vector<float> params = random_floats(2 * Hv, 64, 0.0f, 1.0f);
+    for (int h = 0; h < Hv; ++h) params[Hv + h] = -std::exp(params[Hv + h]);
+    const std::vector<float> o0 = random_floats(static_cast<size_t>(T) * Hv * d, 65);  // the forward output
+    // Garbage in the scratch: the shader must start R from zero.
+    const std::vector<float> junk = random_floats(static_cast<size_t>(Hv) * d * d, 66);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+
+    std::vector<float> ref = o0, R(static_cast<size_t>(d) * d);
+    for (int h = 0; h < Hv; ++h) {
+      const int kh = h % Hk;
+      std::fill(R.begin(), R.end(), 0.0f);
+      for (int t = T - 1; t >= 0; --t) {
+        const float* row = &conv[static_cast<size_t>(t) * conv_stride];
+        const float g = model::ops::softplus(alpha[t * gate_stride + h] + params[h]) * params[Hv + h];
+        kernels::gdn_step_reverse_ref(R.data(), row + kh * d, row + (Hk + kh) * d, row + 2 * Hk * d + h * d, std::exp(g),
+                                      model::ops::sigmoid(beta[t * gate_stride + h]), scale, d,
+                                      &ref[(static_cast<size_t>(t) * Hv + h) * d]);
+      }
+    }
+
+    Buffer cb = to_device(dev(), conv), ab = to_device(dev(), alpha), bb = to_device(dev(), beta), pb = to_device(dev(), params);
+    Buffer rb = to_device(dev(), junk), ob = to_device(dev(), o0);
+    CommandList cl(dev());
+    cl.begin();
+    record_gdn_reverse(cl, dev(), {d, Hk, Hv, T, conv_stride, gate_stride, static_cast<int64_t>(Hv) * d}, scale, whole(cb),
+                       whole(ab), whole(bb), whole(pb), whole(rb), whole(ob));
+    cl.end();
+    cl.run();
+    const std::vector<float> o = from_device<float>(dev(), ob, ref.size());
+    // Compare the added part, o - o0, so the tolerance is on what the shader computed.
+    std::vector<float> got(o.size()), want(o.size());
+    for (size_t i = 0; i < o.size(); ++i) got[i] = o[i] - o0[i], want[i] = ref[i] - o0[i];
+    const double e = nmse(got.data(), want.data(), want.size());
+    EXPECT_LE(e, 1e-7) << "d " << d;
+    std::printf("gdn_step_reverse d=%d: NMSE of o_rev %.3g\n", d, e);
+  }
+}
+
 }  // namespace
 }  // namespace clover::vulkan::test

@@ -1,13 +1,17 @@
 // moe_router.comp against the routing every backend shares (backend/routing.h, through moe_ref.h),
-// and argmax.comp against the greedy rule (ties to the lowest id).
+// argmax.comp against the greedy rule (ties to the lowest id), and select_top.comp against
+// sampling::select_top_ref (the selection a pass returns instead of its logits rows).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "backend/vulkan/ops.h"
 #include "backend/vulkan/moe_ref.h"
 #include "backend/vulkan/vk_test_util.h"
+#include "sampling/row_top.h"
 #include "kernels/vecmath.h"
 
 namespace clover::vulkan::test {
@@ -98,6 +102,47 @@ TEST_F(RoutingTest, ArgmaxMatchesTheGreedyRule) {
     float val;
     std::memcpy(&val, &r[2 * row + 1], 4);
     EXPECT_EQ(val, v[ref]);
+  }
+}
+
+TEST_F(RoutingTest, SelectTopMatchesTheReference) {
+  const int64_t rows = 7, n = 50021, stride = 50024;  // odd row length, padded rows
+  std::vector<float> x = random_floats(static_cast<size_t>(rows * stride), 41, -10.0f, 10.0f);
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  x[0 * stride + 49999] = 20.0f;                                   // a clear winner near the end
+  x[1 * stride + 7] = x[1 * stride + 30000] = x[1 * stride + 9] = 25.0f;  // ties: the lower ids first
+  x[2 * stride + 0] = nan, x[2 * stride + 5] = nan, x[2 * stride + 6] = 40.0f;  // NaN skipped
+  x[3 * stride + n] = 99.0f;                                       // padding past n is not read
+  for (int64_t i = 0; i < n; ++i) x[4 * stride + i] = -1.0f;       // all equal: ids ascending
+  for (int64_t i = 0; i < n; ++i) x[5 * stride + i] = -inf;        // no maximum: normaliser 0
+  for (int64_t i = 0; i < 100; ++i) x[6 * stride + i * 13] = -inf; // some -inf, kept in order
+  x[6 * stride + 3] = 60.0f;                                       // probability ~1: log1p of a tiny rest
+  Buffer xb = to_device(dev(), x);
+  for (int k : {1, 2, 41, sampling::kMaxTop}) {
+    const uint64_t words = select_top_words(k);
+    Buffer out = dev().create_buffer(rows * words * 4, MemoryPurpose::Scratch, Residency::Host);
+    CommandList cl(dev());
+    cl.begin();
+    record_select_top(cl, dev(), whole(xb), rows, n, stride, k, whole(out));
+    cl.end();
+    cl.run();
+    const auto* w = static_cast<const uint32_t*>(out.mapped());
+    for (int64_t row = 0; row < rows; ++row) {
+      sampling::RowTop got, want;
+      read_row_top(w + row * words, k, got);
+      sampling::select_top_ref(&x[row * stride], n, k, want);
+      ASSERT_EQ(got.n, want.n) << "row " << row << ", k " << k;
+      for (int i = 0; i < want.n; ++i) {
+        EXPECT_EQ(got.top[i].id, want.top[i].id) << "row " << row << ", k " << k << ", entry " << i;
+        EXPECT_EQ(got.top[i].logit, want.top[i].logit) << "row " << row << ", k " << k << ", entry " << i;
+      }
+      EXPECT_EQ(got.max_logit, want.max_logit) << "row " << row;
+      // A float sum of ~50k terms on the device against the sampler's double sum.
+      EXPECT_NEAR(got.log1p_rest, want.log1p_rest, 1e-5 * std::max(1.0, want.log1p_rest)) << "row " << row;
+      if (row == 6) {
+        EXPECT_LT(want.log1p_rest, 1e-15);  // the precise case the log1p form is for
+      }
+    }
   }
 }
 

@@ -70,9 +70,10 @@ uint64_t total_bytes(const model::Model& model) {
   uint64_t n = device_matrix_bytes(W.output) + 4ull * hp.n_embd;
   for (const model::LayerWeights& L : W.layers) {
     n += 8ull * hp.n_embd;
-    if (L.recurrent)
+    if (L.recurrent) {
       for (const auto* m : {&L.gdn.qkv, &L.gdn.gate, &L.gdn.beta, &L.gdn.alpha, &L.gdn.out}) n += device_matrix_bytes(*m);
-    else
+      if (hp.has_reverse_path) n += device_matrix_bytes(L.gdn.rev_beta) + device_matrix_bytes(L.gdn.rev_alpha);
+    } else
       for (const auto* m : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o}) n += device_matrix_bytes(*m);
     for (const auto* m : {&L.moe.router, &L.moe.shared_gate_inp, &L.moe.shared_gate, &L.moe.shared_up, &L.moe.shared_down})
       n += device_matrix_bytes(*m);
@@ -107,6 +108,13 @@ DeviceWeights upload_weights(Device& dev, const model::Model& model, const std::
       params.insert(params.end(), G.a, G.a + hp.gdn_v_heads);
       d.params = up.vec(params);
       d.norm = up.vec(G.norm, hp.gdn_head_dim);
+      if (hp.has_reverse_path) {
+        d.rev_beta = up.matrix(G.rev_beta, at + "ssm rev beta");
+        d.rev_alpha = up.matrix(G.rev_alpha, at + "ssm rev alpha");
+        std::vector<float> rev(G.rev_dt_bias, G.rev_dt_bias + hp.gdn_v_heads);
+        rev.insert(rev.end(), G.rev_a, G.rev_a + hp.gdn_v_heads);
+        d.rev_params = up.vec(rev);
+      }
     } else {
       const model::AttentionWeights& A = L.attn;
       d.q = up.matrix(A.q, at + "attn q");

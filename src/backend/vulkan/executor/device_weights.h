@@ -28,6 +28,9 @@ struct DeviceLayer {
   const Buffer* conv1d = nullptr;  // [channel][K]
   const Buffer* params = nullptr;  // dt_bias [Hv], then a [Hv]
   const Buffer* norm = nullptr;    // [d]
+  // The reverse in-block path of denoising passes (official files only: ssm_rev_*).
+  DeviceMatrix rev_beta, rev_alpha;
+  const Buffer* rev_params = nullptr;  // rev dt_bias [Hv], then rev a [Hv]
   // MoE.
   DeviceMatrix router, shared_gate_inp, shared_gate, shared_up, shared_down;
   DeviceExperts gate_exps, up_exps, down_exps;

@@ -36,6 +36,10 @@ struct VulkanExecutor::Scratch {
   Buffer qkv, conv;                      // [B][sC]
   Buffer z, o;                           // [B][sO]
   Buffer alpha, beta;                    // [B][sHv]
+  Buffer rev_alpha, rev_beta;            // [B][sHv]   the reverse path's gates (denoising passes)
+  Buffer rev_state;                      // [Hv][d][d] the reverse path's R, zeroed by its shader
+  std::vector<Buffer> denoise_state;     // per denoising pass of a stack: a copy of its sequence's state
+  std::vector<const Buffer*> gdn_state;  // per pass of the stack: the state buffer its GDN layers advance
   Buffer qg;                             // [B][sQG]  per head [query | gate]
   Buffer q, attn;                        // [B][sQ]
   Buffer k, v;                           // [B][sKV]
@@ -54,6 +58,7 @@ struct VulkanExecutor::Scratch {
   int64_t head_rows = 0;                 // rows of logits one head list computes
   Buffer hsel;                           // [head_rows][sE]
   Buffer logits;                         // [head_rows][V]
+  Buffer top;                            // [head_rows][select_top_words(kMaxTop)], host-visible
   std::vector<float> rope;
   std::vector<int32_t> ids_host;
   std::vector<float> router_host;
@@ -118,6 +123,10 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
     s.qkv = mk(B * s.sC), s.conv = mk(B * s.sC);
     s.z = mk(B * s.sO), s.o = mk(B * s.sO);
     s.alpha = mk(B * s.sHv), s.beta = mk(B * s.sHv);
+    if (hp_.has_reverse_path) {
+      s.rev_alpha = mk(B * s.sHv), s.rev_beta = mk(B * s.sHv);
+      s.rev_state = mk(static_cast<uint64_t>(hp_.gdn_v_heads) * hp_.gdn_head_dim * hp_.gdn_head_dim);
+    }
   }
   if (hp_.n_attn_layers() > 0) {
     s.qg = mk(B * s.sQG), s.q = mk(B * s.sQ), s.attn = mk(B * s.sQ);
@@ -139,6 +148,7 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
   s.head_rows = std::max<int64_t>(1, std::min<int64_t>(B, static_cast<int64_t>(dev_->binding_limit() / row_bytes)));
   s.hsel = mk(s.head_rows * s.sE);
   s.logits = mk(s.head_rows * hp_.n_vocab);
+  s.top = mk(s.head_rows * select_top_words(sampling::kMaxTop), Residency::Host);
   s.seen.resize(static_cast<size_t>(NE));
 
   for (const DeviceLayer& L : w_.layers) {
@@ -148,7 +158,7 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
     for (const DeviceExperts* e : {&L.gate_exps, &L.up_exps, &L.down_exps})
       s.extra_dispatches += matmul_experts_dispatches(*dev_, *e) - 1;
   }
-  head_cl_ = std::make_unique<CommandList>(*dev_, static_cast<uint32_t>(8 + matmul_dispatches(*dev_, w_.output) + 2 * B));
+  head_cl_ = std::make_unique<CommandList>(*dev_, static_cast<uint32_t>(9 + matmul_dispatches(*dev_, w_.output) + 2 * B));
   if (opts.verbose) std::fprintf(stderr, "vulkan: %s\n", memory_summary().c_str());
 }
 
@@ -172,12 +182,9 @@ void VulkanExecutor::check(const Pass& p) const {
   if (!p.seq) throw ModelError("a pass without a sequence");
   const auto* seq = dynamic_cast<const VulkanSequence*>(p.seq);
   if (!seq || &seq->device() != dev_.get()) throw ModelError("the sequence belongs to another backend or device");
-  if (p.kind == PassKind::Denoise)
-    throw ModelError(
-        "the Vulkan backend runs causal passes only (AR decoding, prefill, commit and verify); denoising passes of block "
-        "diffusion on the GPU are not written yet (issue #20): use --mode ar or --device cpu");
   backend::check_pass_tokens(p, hp_.n_vocab);
-  if (p.rows != LogitRows::None && !p.logits) throw ModelError("a pass that wants logits has nowhere to put them");
+  backend::check_denoise_pass(p, max_batch_, hp_.has_reverse_path);
+  backend::check_pass_outputs(p);
 }
 
 void VulkanExecutor::run(std::span<Pass> passes) {
@@ -188,7 +195,7 @@ void VulkanExecutor::run(std::span<Pass> passes) {
       if (passes[i].seq == passes[j].seq) throw ModelError("a stacked pass got the same sequence twice");
   int64_t N = 0;
   for (const Pass& p : passes) N += static_cast<int64_t>(p.tokens.size());
-  if (passes.size() == 1 && N > max_batch_) {
+  if (passes.size() == 1 && N > max_batch_ && passes.front().kind == PassKind::Causal) {
     // A long causal pass in chunks of the largest pass; only the last chunk's last row for Last.
     Pass& p = passes.front();
     backend::PassStats total;
@@ -196,8 +203,11 @@ void VulkanExecutor::run(std::span<Pass> passes) {
       const int64_t n = std::min<int64_t>(max_batch_, N - b);
       const bool last = b + n == N;
       const LogitRows rows = p.rows == LogitRows::All ? LogitRows::All : (last ? p.rows : LogitRows::None);
-      float* out = p.rows == LogitRows::All ? p.logits + b * hp_.n_vocab : p.logits;
-      Pass c = Pass::causal(*p.seq, p.tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(n)), rows, out);
+      const bool all = p.rows == LogitRows::All;
+      Pass c = Pass::causal(*p.seq, p.tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(n)), rows,
+                            all && p.logits ? p.logits + b * hp_.n_vocab : p.logits);
+      c.top_k = p.top_k;
+      c.top = all && p.top ? p.top + b : p.top;
       run_stacked(std::span<Pass>(&c, 1));
       total += c.stats;
     }
@@ -263,6 +273,27 @@ void VulkanExecutor::run_stacked(std::span<Pass> passes) {
   }
   rec_ = cl_.get();
   rec_->begin();
+  // A denoising pass scans its GDN layers from a copy of its sequence's recurrent state, so the
+  // sequence is left as it was (its attention layers write K/V only past n_past, which is free).
+  s.gdn_state.assign(passes.size(), nullptr);
+  if (hp_.n_gdn_layers() > 0) {
+    size_t n_denoise = 0;
+    for (const Pass& p : passes) n_denoise += p.kind == PassKind::Denoise;
+    const Buffer& any_state = static_cast<const VulkanSequence&>(*passes.front().seq).state_buffer();
+    while (s.denoise_state.size() < n_denoise)
+      s.denoise_state.push_back(dev_->create_buffer(any_state.size(), MemoryPurpose::Scratch));
+    size_t next = 0;
+    for (size_t i = 0; i < passes.size(); ++i) {
+      const Buffer& own = static_cast<const VulkanSequence&>(*passes[i].seq).state_buffer();
+      if (passes[i].kind != PassKind::Denoise) {
+        s.gdn_state[i] = &own;
+        continue;
+      }
+      const Buffer& copy = s.denoise_state[next++];
+      rec_->copy(own, 0, copy, 0, own.size());
+      s.gdn_state[i] = &copy;
+    }
+  }
   ElementwiseShape copy{E, N, s.sE, s.sE};
   record_elementwise(*rec_, *dev_, Elementwise::Copy, copy, whole(s.embd_host), whole(s.x));
   for (int il = 0; il < hp_.n_layer; ++il) record_layer(il, passes, row0, N);
@@ -294,7 +325,8 @@ void VulkanExecutor::run_stacked(std::span<Pass> passes) {
   }
 
   run_head(passes, row0);
-  for (Pass& p : passes) static_cast<VulkanSequence&>(*p.seq).advance(static_cast<int>(p.tokens.size()));
+  for (Pass& p : passes)
+    if (p.kind == PassKind::Causal) static_cast<VulkanSequence&>(*p.seq).advance(static_cast<int>(p.tokens.size()));
 }
 
 void VulkanExecutor::record_layer(int il, std::span<Pass> passes, const std::vector<int>& row0, int N) {
@@ -332,7 +364,7 @@ void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vecto
     const auto& seq = static_cast<const VulkanSequence&>(*passes[i].seq);
     const int slot = seq.layer_slot(il);
     const int64_t T = static_cast<int64_t>(passes[i].tokens.size());
-    record_conv_silu(*rec_, *dev_, C, hp_.conv_kernel, T, rows(s.qkv, row0[i], s.sC), s.sC, seq.conv_state(slot),
+    record_conv_silu(*rec_, *dev_, C, hp_.conv_kernel, T, rows(s.qkv, row0[i], s.sC), s.sC, seq.conv_state(slot, *s.gdn_state[i]),
                      whole(*L.conv1d), rows(s.conv, row0[i], s.sC), s.sC);
   }
   // L2 norm of the q and k heads (ops::l2_norm: rms with eps / d, times 1 / sqrt(d)).
@@ -346,7 +378,23 @@ void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vecto
     const int slot = seq.layer_slot(il);
     const GdnShape g{d, Hk, Hv, static_cast<int64_t>(passes[i].tokens.size()), s.sC, s.sHv, s.sO};
     record_gdn_step(*rec_, *dev_, g, scale, rows(s.conv, row0[i], s.sC), rows(s.alpha, row0[i], s.sHv),
-                    rows(s.beta, row0[i], s.sHv), whole(*L.params), seq.ssm_state(slot), rows(s.o, row0[i], s.sO));
+                    rows(s.beta, row0[i], s.sHv), whole(*L.params), seq.ssm_state(slot, *s.gdn_state[i]),
+                    rows(s.o, row0[i], s.sO));
+  }
+  // Denoising passes: the reverse in-block path added to the forward output (CLOVER-SPEC 3.3).
+  // Its gates are projected for every row of the stack (a few outputs a row) when any pass uses it.
+  bool any_reverse = false;
+  for (const Pass& p : passes) any_reverse |= p.kind == PassKind::Denoise && p.reverse_path;
+  if (any_reverse) {
+    const Q8Activations* q8r = quantize(quantised(L.rev_beta) || quantised(L.rev_alpha), whole(s.h), N, E, s.sE);
+    matmul(L.rev_beta, whole(s.h), s.sE, q8r, N, whole(s.rev_beta), s.sHv);
+    matmul(L.rev_alpha, whole(s.h), s.sE, q8r, N, whole(s.rev_alpha), s.sHv);
+    for (size_t i = 0; i < passes.size(); ++i) {
+      if (passes[i].kind != PassKind::Denoise || !passes[i].reverse_path) continue;
+      const GdnShape g{d, Hk, Hv, static_cast<int64_t>(passes[i].tokens.size()), s.sC, s.sHv, s.sO};
+      record_gdn_reverse(*rec_, *dev_, g, scale, rows(s.conv, row0[i], s.sC), rows(s.rev_alpha, row0[i], s.sHv),
+                         rows(s.rev_beta, row0[i], s.sHv), whole(*L.rev_params), whole(s.rev_state), rows(s.o, row0[i], s.sO));
+    }
   }
   // Gated RMSNorm of every head's output, then the output projection.
   const NormShape gated{d, N, Hv, s.sO, d, s.sO, d};
@@ -386,7 +434,9 @@ void VulkanExecutor::record_attention(int il, std::span<Pass> passes, const std:
     record_kv_store(*rec_, *dev_, rows(s.v, row0[i], s.sKV), T, nkv * hd, s.sKV, seq.types().v, seq.v_cache(slot),
                     seq.v_row_bytes(), n_past);
     AttentionShape a;
-    a.head_dim = hd, a.n_head = nh, a.n_head_kv = nkv, a.tokens = T, a.n_past = n_past, a.causal = true;
+    // A denoising block sees the prefix and the whole block, both directions.
+    a.head_dim = hd, a.n_head = nh, a.n_head_kv = nkv, a.tokens = T, a.n_past = n_past;
+    a.causal = passes[i].kind == PassKind::Causal;
     a.q_row = s.sQ, a.q_head = hd, a.o_row = s.sQ;
     const KvCacheView K{seq.types().k, whole(seq.k_cache(slot)), seq.k_row_bytes(), seq.k_head_bytes()};
     const KvCacheView V{seq.types().v, whole(seq.v_cache(slot)), seq.v_row_bytes(), seq.v_head_bytes()};
@@ -435,21 +485,24 @@ void VulkanExecutor::record_moe(int il, int N) {
 void VulkanExecutor::run_head(std::span<Pass> passes, const std::vector<int>& row0) {
   Scratch& s = *s_;
   const int64_t V = hp_.n_vocab, E = hp_.n_embd;
-  // (stacked row, destination) of every row of logits asked for.
+  // Every row asked for: its stacked row, its pass, and its row in the pass's logits / top.
   struct Want {
     int64_t row;
-    float* dst;
+    Pass* pass;
+    int64_t out;
   };
   std::vector<Want> want;
-  for (size_t i = 0; i < passes.size(); ++i) {
-    const Pass& p = passes[i];
-    const int64_t T = static_cast<int64_t>(p.tokens.size());
-    if (p.rows == LogitRows::Last) want.push_back({row0[i] + T - 1, p.logits});
-    if (p.rows == LogitRows::All)
-      for (int64_t t = 0; t < T; ++t) want.push_back({row0[i] + t, p.logits + t * V});
-  }
+  for (size_t i = 0; i < passes.size(); ++i)
+    for (const backend::WantedRow& r : backend::wanted_rows(passes[i])) want.push_back({row0[i] + r.pos, &passes[i], r.out});
+  std::vector<float> host;
   for (size_t c0 = 0; c0 < want.size(); c0 += static_cast<size_t>(s.head_rows)) {
     const size_t n = std::min(want.size() - c0, static_cast<size_t>(s.head_rows));
+    int k = 0;  // the largest selection any row of the chunk wants (a smaller one is its prefix)
+    bool rows_back = false;
+    for (size_t r = 0; r < n; ++r) {
+      k = std::max(k, want[c0 + r].pass->top_k);
+      rows_back |= want[c0 + r].pass->logits != nullptr;
+    }
     rec_ = head_cl_.get();
     rec_->begin();
     // Runs of consecutive stacked rows normed in one dispatch each.
@@ -463,13 +516,30 @@ void VulkanExecutor::run_head(std::span<Pass> passes, const std::vector<int>& ro
     }
     const Q8Activations* q8 = quantize(quantised(w_.output), whole(s.hsel), static_cast<int64_t>(n), E, s.sE);
     matmul(w_.output, whole(s.hsel), s.sE, q8, static_cast<int64_t>(n), whole(s.logits), V);
+    if (k > 0) record_select_top(*rec_, *dev_, whole(s.logits), static_cast<int64_t>(n), V, V, k, whole(s.top));
     rec_->end();
     rec_->run();
     rec_ = nullptr;
+    if (k > 0) {  // a few hundred bytes a row instead of the row
+      const uint64_t words = select_top_words(k);
+      const auto* w = static_cast<const uint32_t*>(s.top.mapped());
+      for (size_t r = 0; r < n; ++r) {
+        const Want& x = want[c0 + r];
+        if (x.pass->top_k == 0) continue;
+        sampling::RowTop& t = x.pass->top[x.out];
+        read_row_top(w + r * words, k, t);
+        t.n = std::min(t.n, x.pass->top_k);
+      }
+    }
+    if (!rows_back) continue;
     // Rows are contiguous in the logits buffer; read them in one go, then scatter.
-    std::vector<float> host(n * static_cast<size_t>(V));
+    host.resize(n * static_cast<size_t>(V));
     dev_->download(s.logits, 0, host.data(), host.size() * sizeof(float));
-    for (size_t r = 0; r < n; ++r) std::memcpy(want[c0 + r].dst, host.data() + r * V, sizeof(float) * static_cast<size_t>(V));
+    for (size_t r = 0; r < n; ++r) {
+      const Want& x = want[c0 + r];
+      if (x.pass->logits)
+        std::memcpy(x.pass->logits + x.out * V, host.data() + r * V, sizeof(float) * static_cast<size_t>(V));
+    }
   }
 }
 

@@ -15,8 +15,9 @@
 //               h = rms(x);  x += moe(h)               router, top-k, grouping, expert products, shared expert, combine
 //   logits = head(rms(x)) for the rows asked for      a second, small command list per chunk of rows
 //
-// Not yet on this backend (issue #20): denoising passes (block diffusion's first passes); the
-// greedy argmax on the device instead of reading back whole rows.
+// Denoising passes (block diffusion, guess-then-verify drafts) run like causal ones with three
+// differences: the GDN layers scan from a copy of the sequence's state and add the reverse
+// in-block path, attention sees the whole block both ways, and the sequence does not advance.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -52,7 +53,6 @@ class VulkanExecutor final : public backend::Executor {
   const model::Model& model() const override { return model_; }
   int max_batch() const override { return max_batch_; }
   int n_threads() const override { return 1; }
-  bool runs_denoise() const override { return false; }  // issue #20
   std::unique_ptr<backend::Sequence> new_sequence(int n_ctx, backend::KvTypes types) override;
   void run(std::span<backend::Pass> passes) override;
   using Executor::run;

@@ -57,6 +57,11 @@ class VulkanSequence final : public backend::Sequence {
   // The conv window and the recurrent state of GDN slot `slot` in the state buffer.
   BufferRange conv_state(int slot) const { return {&state_, conv_off_[slot], conv_bytes_}; }
   BufferRange ssm_state(int slot) const { return {&state_, ssm_off_[slot], ssm_bytes_}; }
+  // The state buffer, and the same ranges in another buffer of its size and layout (a denoising
+  // pass scans from such a copy and leaves the sequence's own state as it was).
+  const Buffer& state_buffer() const { return state_; }
+  BufferRange conv_state(int slot, const Buffer& in) const { return {&in, conv_off_[slot], conv_bytes_}; }
+  BufferRange ssm_state(int slot, const Buffer& in) const { return {&in, ssm_off_[slot], ssm_bytes_}; }
 
  private:
   Device& dev_;

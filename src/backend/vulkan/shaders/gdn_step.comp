@@ -8,6 +8,12 @@
 // q, k, v come from the conv output: q of key head kh = h mod n_k_heads at kh * d, k at
 // (n_k_heads + kh) * d, v at 2 * n_k_heads * d + h * d of each token's row.
 //
+// With REVERSE: the reverse in-block path of a denoising pass (CLOVER-SPEC 3.3), the twin of
+// kernels::gdn_step_reverse_ref as backend/cpu/gdn.cpp drives it: alpha, beta and params are the
+// ssm_rev_* gates, the state R starts at zero (the buffer is scratch), the tokens run from last to
+// first, and each token's output is ADDED to o before R takes the token in:
+//   o_j += (R_j . q) scale;  R_j = decay R_j;  R_j += (v_j - R_j . k) beta k
+//
 // One workgroup of 64 per value head; each invocation owns rows j = tid, tid + 64, ... (rows
 // are independent given q and k, which sit in shared memory per token). The state stays in the
 // buffer: d x d floats per head is too much for registers at d = 128.
@@ -17,7 +23,11 @@ layout(std430, binding = 1) readonly buffer Alpha { float al[]; };  // [n_tokens
 layout(std430, binding = 2) readonly buffer Beta { float be[]; };   // [n_tokens][gate_stride]
 layout(std430, binding = 3) readonly buffer Params { float prm[]; };  // dt_bias [Hv], then a [Hv]
 layout(std430, binding = 4) buffer S { float s[]; };                // [Hv][d][d]
-layout(std430, binding = 5) writeonly buffer O { float o[]; };      // [n_tokens][o_stride], head h at h * d
+#if defined(REVERSE)
+layout(std430, binding = 5) buffer O { float o[]; };                // o_rev is added
+#else
+layout(std430, binding = 5) writeonly buffer O { float o[]; };
+#endif      // [n_tokens][o_stride], head h at h * d
 
 layout(push_constant) uniform Push {
   uint d;  // <= 256
@@ -37,7 +47,14 @@ void main() {
   const uint d = p.d;
   const uint kh = h % p.n_k_heads;
   const uint sb = h * d * d;
+#if defined(REVERSE)
+  for (uint j = tid; j < d; j += WG)
+    for (uint i = 0; i < d; ++i) s[sb + j * d + i] = 0.0;
+  for (uint tt = p.n_tokens; tt > 0u; --tt) {
+    const uint t = tt - 1u;
+#else
   for (uint t = 0; t < p.n_tokens; ++t) {
+#endif
     const uint row = t * p.conv_stride;
     barrier();  // the previous token's q, k are no longer read
     for (uint i = tid; i < d; i += WG) {
@@ -51,6 +68,11 @@ void main() {
     const float beta = 1.0 / (1.0 + exp(-be[t * p.gate_stride + h]));
     for (uint j = tid; j < d; j += WG) {
       const uint rj = sb + j * d;
+#if defined(REVERSE)
+      float sq0 = 0.0;
+      for (uint i = 0; i < d; ++i) sq0 += s[rj + i] * qs[i];
+      o[t * p.o_stride + h * d + j] += sq0 * p.scale;
+#endif
       float sk = 0.0;
       for (uint i = 0; i < d; ++i) {
         const float v = s[rj + i] * decay;
@@ -58,6 +80,12 @@ void main() {
         sk += v * ks[i];
       }
       const float delta = (cv[row + 2u * p.n_k_heads * d + h * d + j] - sk) * beta;
+#if defined(REVERSE)
+      for (uint i = 0; i < d; ++i) {
+        precise float v = fma(ks[i], delta, s[rj + i]);
+        s[rj + i] = v;
+      }
+#else
       float sq = 0.0;
       for (uint i = 0; i < d; ++i) {
         precise float v = fma(ks[i], delta, s[rj + i]);
@@ -65,6 +93,7 @@ void main() {
         sq += v * qs[i];
       }
       o[t * p.o_stride + h * d + j] = sq * p.scale;
+#endif
     }
   }
 }

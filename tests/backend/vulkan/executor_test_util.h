@@ -1,0 +1,76 @@
+// What the whole-model Vulkan tests share: a Vulkan executor with validation on (or a skip), the
+// zero-messages check, and the CPU-vs-Vulkan agreement of two sets of logits rows.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/executor/vulkan_executor.h"
+
+namespace clover {
+
+inline std::string test_device() {
+  const char* e = std::getenv("CLOVER_VK_TEST_DEVICE");
+  return std::string("vulkan:") + (e ? e : "0");
+}
+
+// A Vulkan executor with validation on, or a skip when there is no device.
+inline std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& m, int max_batch = 256) {
+  std::string error;
+  auto probe = vulkan::Instance::create({}, error);
+  if (!probe || probe->devices().empty()) return nullptr;
+  vulkan::VulkanExecutor::Options o;
+  o.device = test_device();
+  o.max_batch = max_batch;
+  o.validate = true;
+  o.verbose = false;
+  return std::make_unique<vulkan::VulkanExecutor>(m, o);
+}
+
+#define VULKAN_OR_SKIP(var, ...)                                          \
+  auto var = make_vulkan(__VA_ARGS__);                                    \
+  if (!var) {                                                             \
+    GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";     \
+  }                                                                       \
+  static_assert(true)
+
+inline void expect_silent_validation(const vulkan::VulkanExecutor& vk) {
+  EXPECT_TRUE(vk.instance().validation_layer_active()) << "the validation layer never reported itself active";
+  EXPECT_EQ(vk.instance().validation_messages(), 0u) << "the validation layer reported problems (printed above)";
+}
+
+struct Agreement {
+  double top1 = 0, mean_kl = 0, max_kl = 0, max_abs = 0;
+};
+
+// Per position: KL(cpu || vulkan) of the softmaxes, top-1 agreement, largest |difference|.
+inline Agreement compare(const std::vector<float>& cpu, const std::vector<float>& vk, int V) {
+  Agreement a;
+  const size_t n = cpu.size() / V;
+  for (size_t r = 0; r < n; ++r) {
+    const float* p = cpu.data() + r * V;
+    const float* q = vk.data() + r * V;
+    const int ap = static_cast<int>(std::max_element(p, p + V) - p), aq = static_cast<int>(std::max_element(q, q + V) - q);
+    a.top1 += ap == aq;
+    double mp = p[ap], mq = q[aq], zp = 0, zq = 0;
+    for (int i = 0; i < V; ++i) zp += std::exp(p[i] - mp), zq += std::exp(q[i] - mq);
+    double kl = 0;
+    for (int i = 0; i < V; ++i) {
+      const double lp = p[i] - mp - std::log(zp), lq = q[i] - mq - std::log(zq);
+      kl += std::exp(lp) * (lp - lq);
+      a.max_abs = std::max(a.max_abs, static_cast<double>(std::fabs(p[i] - q[i])));
+    }
+    a.mean_kl += kl;
+    a.max_kl = std::max(a.max_kl, kl);
+  }
+  a.top1 /= static_cast<double>(n);
+  a.mean_kl /= static_cast<double>(n);
+  return a;
+}
+
+}  // namespace clover
