@@ -151,6 +151,11 @@ using EventFn = std::function<bool(const Event&)>;
 
 class Engine;
 
+struct TopToken {
+  int32_t token;
+  double logprob;
+};
+
 // Continuous batching counters (Engine::batching_stats).
 struct BatchingStats {
   uint64_t passes = 0;     // forward passes run for generations
@@ -183,6 +188,13 @@ class Session {
   // session is left unchanged.
   virtual std::vector<float> denoise(std::span<const int32_t> block, bool reverse_path = true,
                                      std::span<const int32_t> rows = {}) = 0;
+  // The same passes reading back what the decoders read (selection on the backend): each row's k
+  // best tokens (k <= 64, best first, ties to the lower id) with their log-probabilities at
+  // temperature 1, instead of its logits. eval_top: the last position; denoise_top: one list per
+  // requested row (all rows when `rows` is empty). For benchmarks, which time what decoding costs.
+  virtual std::vector<TopToken> eval_top(std::span<const int32_t> tokens, int k) = 0;
+  virtual std::vector<std::vector<TopToken>> denoise_top(std::span<const int32_t> block, std::span<const int32_t> rows, int k,
+                                                         bool reverse_path = true) = 0;
   // The work of the last eval() or denoise() of this session (generate() runs many passes: this is
   // then its last one).
   virtual PassStats last_pass() const = 0;

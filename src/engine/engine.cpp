@@ -55,6 +55,9 @@ class SessionImpl final : public Session {
   }
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_positions) override;
   std::vector<float> denoise(std::span<const int32_t> block, bool reverse_path, std::span<const int32_t> rows) override;
+  std::vector<TopToken> eval_top(std::span<const int32_t> tokens, int k) override;
+  std::vector<std::vector<TopToken>> denoise_top(std::span<const int32_t> block, std::span<const int32_t> rows, int k,
+                                                 bool reverse_path) override;
   PassStats last_pass() const override { return last_pass_; }
   int reusable_prefix(std::span<const int32_t> prompt) const override;
   Event generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) override;
@@ -245,6 +248,56 @@ std::vector<float> SessionImpl::denoise(std::span<const int32_t> block, bool rev
     logits.resize(rows.size() * V);
   }
   return logits;
+}
+
+namespace {
+
+std::vector<TopToken> top_tokens(const sampling::RowTop& t) {
+  std::vector<TopToken> out;
+  for (int i = 0; i < t.n; ++i) out.push_back({t.top[i].id, t.logprob(t.top[i].logit)});
+  return out;
+}
+
+void check_top_k(int k) {
+  if (k < 1 || k > sampling::kMaxTop) throw Error(fmt::format("top-k of {} (1..{})", k, sampling::kMaxTop));
+}
+
+}  // namespace
+
+std::vector<TopToken> SessionImpl::eval_top(std::span<const int32_t> tokens, int k) {
+  check_top_k(k);
+  if (seq_->n_past() + static_cast<int64_t>(tokens.size()) > n_ctx_)
+    throw Error(fmt::format("context full: {} cached + {} new tokens exceed the context of {}", seq_->n_past(), tokens.size(), n_ctx_));
+  engine::PassBatcher::Participant part(eng_.batcher());
+  sampling::RowTop top;
+  try {
+    backend::Pass p = backend::Pass::causal(*seq_, tokens, backend::LogitRows::Last, nullptr);
+    p.top_k = k, p.top = &top;
+    run_pass(p);
+  } catch (const std::exception& e) {
+    throw Error(e.what());
+  }
+  history_.insert(history_.end(), tokens.begin(), tokens.end());
+  return top_tokens(top);
+}
+
+std::vector<std::vector<TopToken>> SessionImpl::denoise_top(std::span<const int32_t> block, std::span<const int32_t> rows, int k,
+                                                            bool reverse_path) {
+  check_top_k(k);
+  std::vector<sampling::RowTop> top(block.size());
+  engine::PassBatcher::Participant part(eng_.batcher());
+  try {
+    backend::Pass p = backend::Pass::denoise(*seq_, block, rows, nullptr, reverse_path);
+    p.top_k = k, p.top = top.data();
+    run_pass(p);
+  } catch (const std::exception& e) {
+    throw Error(e.what());
+  }
+  std::vector<std::vector<TopToken>> out;
+  if (rows.empty())
+    for (const sampling::RowTop& t : top) out.push_back(top_tokens(t));
+  for (int32_t r : rows) out.push_back(top_tokens(top[static_cast<size_t>(r)]));
+  return out;
 }
 
 Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) {

@@ -2,7 +2,9 @@
 // prefix reuse, sampling reproducibility and errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "clover/clover.h"
 #include "engine/stop_strings.h"
@@ -74,6 +76,54 @@ TEST_F(EngineTest, DenoiseReturnsTheRequestedRows) {
   EXPECT_EQ(s->n_past(), n_past);
   const std::vector<int32_t> unordered{4, 2};
   EXPECT_THROW(s->denoise(block, true, unordered), Error);
+}
+
+namespace {
+
+// The k best of a row of logits as (token, log-probability), best first, ties to the lower id.
+std::vector<TopToken> top_of(std::span<const float> row, int k) {
+  std::vector<int32_t> ids(row.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+  const float mx = row[ids[0]];
+  double sum = 0;
+  for (float x : row) sum += std::exp(static_cast<double>(x) - mx);
+  std::vector<TopToken> out;
+  for (int i = 0; i < k; ++i) out.push_back({ids[i], row[ids[i]] - mx - std::log(sum)});
+  return out;
+}
+
+void expect_same_top(const std::vector<TopToken>& got, const std::vector<TopToken>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].token, want[i].token) << what << " rank " << i;
+    EXPECT_NEAR(got[i].logprob, want[i].logprob, 1e-4) << what << " rank " << i;
+  }
+}
+
+}  // namespace
+
+// eval_top and denoise_top (the benchmark's passes, selection on the backend) give the k best of
+// the full logits with their log-probabilities, and advance the session as eval/denoise do.
+TEST_F(EngineTest, TopTokensAreTheBestOfTheFullLogits) {
+  const size_t V = static_cast<size_t>(engine_->info().n_vocab);
+  auto full = engine_->new_session();
+  auto top = engine_->new_session();
+  const std::vector<float> last = full->eval(prompt(), false);
+  expect_same_top(top->eval_top(prompt(), 5), top_of(last, 5), "eval_top");
+  EXPECT_EQ(top->n_past(), full->n_past());
+
+  std::vector<int32_t> block(8, engine_->info().mask_token);
+  block[2] = 17;
+  const std::vector<float> all = full->denoise(block);
+  const std::vector<int32_t> rows{0, 3, 7};
+  const auto some = top->denoise_top(block, rows, 3, true);
+  ASSERT_EQ(some.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    expect_same_top(some[i], top_of(std::span<const float>(all).subspan(rows[i] * V, V), 3), "denoise_top row " + std::to_string(rows[i]));
+  EXPECT_EQ(top->n_past(), full->n_past());
+  EXPECT_THROW(top->eval_top(prompt(), 0), Error);
+  EXPECT_THROW(top->denoise_top(block, rows, 65, true), Error);
 }
 
 TEST_F(EngineTest, SecondTurnReusesTheCachedPrefix) {

@@ -73,7 +73,8 @@ test('block diffusion and guess-then-verify on the GPU give the CPU answers; spe
       const r = request(content, { clover: { mode } });
       const [a, b] = await Promise.all([vk.chat.completions.create(r), cpu.chat.completions.create(r)]);
       assert.equal(a.choices[0].message.content, b.choices[0].message.content, `${mode}: ${content}`);
-      assert.ok(a.timings?.denoise_passes > 0, `${mode}: denoising passes ran: ${JSON.stringify(a.timings)} ${content}`);
+      // An answer of one token (the end token) is decided before any denoising pass.
+      if (a.usage.completion_tokens > 1) assert.ok(a.timings?.denoise_passes > 0, `${mode}: denoising passes ran: ${content}`);
       if (mode === 'spec') assert.equal(a.choices[0].message.content, ar, `spec equals AR: ${content}`);
     }
   }

@@ -16,7 +16,8 @@ The three modes run in the engine (`clover run --mode ar|diffusion|spec --prompt
 (tools/torchref/decode.py, float64 with ggml's activation rounding; slow) on the same prompts and
 reports how often the engine's output equals the reference's, mode by mode.
 
-    /usr/bin/python3 -m tools.train.evaluate models/clover-tiny.gguf [--n 40] [--quick] [--reference] [--out results.json]
+    /usr/bin/python3 -m tools.train.evaluate models/clover-tiny.gguf [--n 40] [--quick] [--reference] [--device vulkan]
+        [--out results.json]
 """
 import argparse
 import json
@@ -89,13 +90,13 @@ STATS = re.compile(r"generation: (\d+) tokens in ([0-9.]+) s")
 MODE_STATS = re.compile(r"mode \w+: (\d+) passes \((\d+) denoising")
 
 
-def engine_generate(model, prompt_ids, n, mode, threshold=None):
+def engine_generate(model, prompt_ids, n, mode, threshold=None, device="cpu"):
     """-> (token ids, {"tokens", "seconds", "passes", "denoise_passes"}) from `clover run`."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(prompt_ids, f)
     try:
         cmd = [clover_bin(), "run", "-m", model, "--prompt-tokens", f.name, "--print-tokens", "-n", str(n),
-               "-t", "1", "--mode", mode]
+               "-t", "1", "--mode", mode, "--device", device]
         if threshold is not None:
             cmd += ["--threshold", str(threshold)]
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -141,6 +142,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="CI subset: 3 examples per family")
     ap.add_argument("--reference", action="store_true", help="also run torchref's decoders and compare (slow)")
     ap.add_argument("--dtype", default="f64", choices=["f64", "f32"], help="reference precision")
+    ap.add_argument("--device", default="cpu", help="where the engine runs: cpu, vulkan, vulkan:N")
     ap.add_argument("--out")
     a = ap.parse_args()
     if a.quick:
@@ -165,7 +167,7 @@ def main():
         from tools.torchref.model import CloverRef
         torch.set_num_threads(1)
         ref = CloverRef.from_gguf(a.model, dtype=torch.float64 if a.dtype == "f64" else torch.float32, act_quant=True)
-    res = {"model": a.model, "n_per_family": a.n, "families": {}}
+    res = {"model": a.model, "device": a.device, "n_per_family": a.n, "families": {}}
     tot = {m: {"tokens": 0, "seconds": 0.0, "passes": 0, "denoise_passes": 0} for m in MODES}
     agree = {"diffusion": 0, "spec": 0}
     ref_agree = {m: 0 for m in MODES}
@@ -173,7 +175,8 @@ def main():
         fam, prompt = e["family"], e["prompt_ids"]
         outs = {}
         for mode in MODES:
-            outs[mode], st = engine_generate(a.model, prompt, a.max_new, mode, a.threshold if mode == "diffusion" else None)
+            outs[mode], st = engine_generate(a.model, prompt, a.max_new, mode, a.threshold if mode == "diffusion" else None,
+                                             a.device)
             for k in tot[mode]:
                 tot[mode][k] += st[k]
         agree["diffusion"] += outs["diffusion"] == outs["ar"]
