@@ -110,8 +110,11 @@ for r in rows:
     if r.get("test", "").startswith(("pp", "tg")):
         parts.append(f"{r['test']} {r.get('mode', 'ar')} {r['median_ts']:.1f} t/s")
     if "block_pass_ms" in r:
-        parts.append(f"denoising pass {r['block_pass_ms']:.2f} ms = {r['block_pass_vs_ar_step']:.2f} AR steps "
-                     f"(AR step {r['ar_step_ms']:.2f} ms, commit pass {r.get('commit_pass_ms', 0):.2f} ms)")
+        parts.append(f"denoising pass {r['block_pass_ms']:.2f} ms = {r['block_pass_vs_ar_step']:.2f} AR steps, "
+                     f"commit pass {r.get('commit_pass_ms', 0):.2f} ms = {r.get('commit_pass_vs_ar_step', 0):.2f} "
+                     f"(AR step {r['ar_step_ms']:.2f} ms); distinct experts per layer: AR "
+                     f"{r.get('experts_per_layer_ar', 0):.1f}, denoise {r.get('experts_per_layer_block', 0):.1f}, "
+                     f"commit {r.get('experts_per_layer_commit', 0):.1f}")
     if "tokens_per_pass" in r:
         parts.append(f"{r['mode']} {r['tokens_per_pass']:.2f} tokens/pass")
 print("; ".join(parts))
@@ -218,6 +221,7 @@ EOF
     if timeout "$(left 100000)" "$CLOVER" bench -m "$file" --device "$device" \
         $bench_args --mode ar,diffusion -t "$threads" --json -q > "$OUT/bench-$name.json" 2> "$OUT/bench-$name.log"; then
       row "$name Q4_0 on $device" "$(bench_row "$name" "$OUT/bench-$name.json")"
+      row "$name device memory" "$(grep -m1 -o 'device memory.*' "$OUT/bench-$name.log" || echo 'not reported')"
     else
       FAILURES=$((FAILURES + 1))
       row "$name Q4_0 on $device" "bench failed or ran out of time: $(tail -2 "$OUT/bench-$name.log" | tr '\n' ' ')"

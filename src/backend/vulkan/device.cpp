@@ -1,6 +1,8 @@
 // Logical device, buffers, staging copies and the timeline (device.h).
 #include "backend/vulkan/device.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
@@ -11,7 +13,6 @@ namespace clover::vulkan {
 
 namespace {
 constexpr uint64_t kStagingBytes = 8ull << 20;  // one staging buffer, reused chunk by chunk
-constexpr uint64_t kWaitTimeoutNs = 60ull * 1000 * 1000 * 1000;
 uint64_t round4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
 }  // namespace
 
@@ -277,9 +278,16 @@ void Device::wait(uint64_t value) {
   wi.semaphoreCount = 1;
   wi.pSemaphores = &timeline_;
   wi.pValues = &value;
-  const VkResult r = fn_.vkWaitSemaphores(device_, &wi, kWaitTimeoutNs);
-  if (r == VK_TIMEOUT) throw VulkanError("Vulkan submission did not finish within 60 s");
-  vk_check(r, "vkWaitSemaphores");
+  for (uint64_t waited = 0;;) {
+    const VkResult r = fn_.vkWaitSemaphores(device_, &wi, wait_note_ns_);
+    if (r != VK_TIMEOUT) {
+      vk_check(r, "vkWaitSemaphores");
+      return;
+    }
+    waited += wait_note_ns_;
+    std::fprintf(stderr, "vulkan: a submission has run for %.0f s on %s; still waiting\n", waited * 1e-9,
+                 info_.name.c_str());
+  }
 }
 
 uint64_t Device::completed() const {

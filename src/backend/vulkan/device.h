@@ -95,9 +95,13 @@ class Device {
 
   // Submits a recorded command buffer; returns the timeline value its completion signals.
   uint64_t submit(VkCommandBuffer cb);
-  // Waits until the timeline reaches `value` (throws VulkanError on device loss or a timeout of
-  // a minute, which on lavapipe means a runaway shader).
+  // Waits until the timeline reaches `value`, however long the work takes: a pass on a slow device
+  // (lavapipe under load, a long prefill) can run for minutes, and giving up while it runs would
+  // free buffers it still writes. A hung GPU is the driver's to report (VK_ERROR_DEVICE_LOST: a
+  // VulkanError). After each wait_note_ns() of waiting a line on stderr says it is still waiting.
   void wait(uint64_t value);
+  uint64_t wait_note_ns() const { return wait_note_ns_; }
+  void set_wait_note_ns(uint64_t ns) { wait_note_ns_ = ns; }  // tests: a short interval
   uint64_t completed() const;
 
   VkCommandPool command_pool() const { return pool_; }
@@ -129,6 +133,7 @@ class Device {
   std::recursive_mutex pool_mutex_;
   MemoryAccount memory_;
   uint64_t binding_limit_ = 0;
+  uint64_t wait_note_ns_ = 60ull * 1000 * 1000 * 1000;
   Buffer staging_;
   std::unique_ptr<PipelineCache> pipelines_;
 };

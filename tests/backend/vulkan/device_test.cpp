@@ -2,6 +2,7 @@
 // timeline, pipelines of every embedded shader, and the errors bad arguments give.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 
 #include "backend/vulkan/ops.h"
@@ -142,6 +143,35 @@ TEST_F(DeviceTest, RecordedListIsResubmittedWithNewInputs) {
     const auto* r = static_cast<const uint32_t*>(best.mapped());
     EXPECT_EQ(r[0], static_cast<uint32_t>(hot));
   }
+}
+
+// A submission that outlasts the note interval is waited for to the end (a slow device is not a
+// failure: giving up would free buffers the work still writes), with a line saying so.
+TEST_F(DeviceTest, WaitOutlastsTheNoteIntervalAndSaysSo) {
+  const int64_t rows = 4096, cols = 2048;
+  HostMatrix w = random_matrix(DType::F32, rows, cols, 3, 1.0f);
+  const std::vector<float> xs = random_floats(cols * 8, 4, -1.0f, 1.0f);
+  Buffer wb = dev().create_buffer(device_matrix_bytes(w.ref), MemoryPurpose::Weights);
+  const DeviceMatrix dw = upload_matrix(dev(), w.ref, wb, 0);
+  Buffer x = to_device(dev(), xs.data(), xs.size() * 4, MemoryPurpose::Scratch);
+  Buffer y = dev().create_buffer(rows * 8 * 4, MemoryPurpose::Scratch);
+  CommandList cl(dev());
+  cl.begin();
+  for (int i = 0; i < 4; ++i) record_matmul(cl, dev(), dw, whole(x), cols, nullptr, 8, whole(y), rows);
+  cl.end();
+  dev().set_wait_note_ns(1000);  // 1 us: far less than the list takes anywhere
+  ::testing::internal::CaptureStderr();
+  const uint64_t value = cl.submit();
+  dev().wait(value);
+  const std::string text = ::testing::internal::GetCapturedStderr();
+  dev().set_wait_note_ns(60ull * 1000 * 1000 * 1000);
+  EXPECT_GE(dev().completed(), value);
+  EXPECT_NE(text.find("still waiting"), std::string::npos) << text;
+  std::vector<float> got(rows * 8);
+  dev().download(y, 0, got.data(), got.size() * 4);
+  double dot = 0;
+  for (int64_t c = 0; c < cols; ++c) dot += double(reinterpret_cast<const float*>(w.bytes.data())[c]) * xs[c];
+  EXPECT_NEAR(got[0], dot, 1e-3 * (1 + std::fabs(dot)));
 }
 
 TEST_F(DeviceTest, EveryEmbeddedShaderMakesAPipeline) {
