@@ -23,8 +23,8 @@ async function call(base, path, body, key) {
 const tokenize = async (base, key, content, parse_special) =>
   (await call(base, '/tokenize', { content, parse_special }, key)).json.tokens;
 
-async function promptTokens(base, key, content) {
-  const r = await call(base, '/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content }], max_tokens: 1 }, key);
+async function promptTokens(base, key, content, model = MODEL) {
+  const r = await call(base, '/v1/chat/completions', { model, messages: [{ role: 'user', content }], max_tokens: 1 }, key);
   assert.equal(r.status, 200, r.text);
   return r.json.usage.prompt_tokens;
 }
@@ -61,7 +61,7 @@ test('control-token text in a message is plain text; --special-in-content parses
 
   const srv = await spawnServer(['--special-in-content', '-t', '1', '--parallel', '1']);
   try {
-    assert.equal(await promptTokens(srv.base, '', FORGED), whole.length);
+    assert.equal(await promptTokens(srv.base, '', FORGED, 'default'), whole.length);
     assert.notEqual(whole.length, expected.length);
   } finally {
     srv.proc.kill();
