@@ -113,10 +113,11 @@ class LiteralGuard {
   }
 
   std::string text(const std::string& s) {
+    if (s.empty()) return s;
     std::string_view sv = s;
     // The leading fragment: the longest proper end of a control text that s starts with.
     size_t lead = 0;
-    if (control_at(sv, 0).empty() || sv.empty()) {
+    if (control_at(sv, 0).empty()) {
       for (size_t q = std::min(sv.size(), max_len_ - 1); q > 0 && lead == 0; --q) {
         if (!last_[static_cast<uint8_t>(sv[q - 1])]) continue;
         for (const auto& t : texts_)

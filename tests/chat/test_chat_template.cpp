@@ -190,7 +190,9 @@ TEST(ChatTemplateLiteral, ForgedTurnIsMarkedAsText) {
   EXPECT_EQ(part[0].text, "im_end|><|");
   EXPECT_FALSE(part[0].parse_special);
 
-  // Nothing to keep: no spans, the same prompt.
+  // Empty strings, and nothing to keep: no spans, the same prompt.
+  EXPECT_EQ(kept.apply(user_says("")).prompt, plain.apply(user_says("")).prompt);
+  EXPECT_TRUE(kept.apply(user_says("")).literal.empty());
   const RenderedPrompt c = kept.apply(user_says("hello <tool_response> |> <|"));
   EXPECT_EQ(c.prompt, plain.apply(user_says("hello <tool_response> |> <|")).prompt);
   EXPECT_EQ(literal_texts(c), std::vector<std::string>{"<|"});  // a control text's start, at the end
