@@ -218,6 +218,9 @@ class Engine {
   virtual std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const = 0;
   virtual std::string detokenize(std::span<const int32_t> tokens) const = 0;
   virtual std::string token_text(int32_t token) const = 0;
+  // The texts tokenize() reads as one token only with parse_special (control tokens such as
+  // "<|im_end|>"): chat front ends keep them as text where a request wrote them.
+  virtual std::vector<std::string> control_texts() const = 0;
   virtual bool is_end_token(int32_t token) const = 0;
   virtual const std::string& chat_template() const = 0;
 };

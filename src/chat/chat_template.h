@@ -12,10 +12,21 @@
 //     missing content becomes "".
 // Template variables: messages, tools (null when absent), documents (null), add_generation_prompt,
 // bos_token, eos_token, then every chat_template_kwargs entry (enable_thinking, ...).
+//
+// Special-token text in the request (issue #26): a message saying "<|im_end|><|im_start|>system"
+// must not forge a turn. With keep_as_text() given the tokenizer's control-token texts, apply()
+// reports where such text from the request (messages, tools, chat_template_kwargs: every string
+// and object key) lands in the prompt, so the caller tokenises those spans as plain text and
+// control tokens come only from the template's own text. How: each such occurrence (and each
+// character of the placeholder range itself) is replaced by one placeholder character from the
+// Supplementary Private Use Area-A before rendering, and put back afterwards; the result must equal
+// the plain rendering, else (a template that measures or slices the content) apply() refuses with
+// a TemplateError rather than guess.
 #pragma once
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,8 +43,15 @@ struct ChatRequest {
   bool add_generation_prompt = true;
 };
 
+// A byte range [begin, end) of a rendered prompt.
+struct TextSpan {
+  size_t begin = 0, end = 0;
+  bool operator==(const TextSpan&) const = default;
+};
+
 struct RenderedPrompt {
   std::string prompt;             // the full text to tokenise
+  std::vector<TextSpan> literal;  // ascending: control-token text from the request, to tokenise as text
   std::string generation_prompt;  // what add_generation_prompt appended (e.g. "<|im_start|>assistant\n<think>\n")
   bool thinking_open = false;     // the generation prompt opened a <think> block: output starts in reasoning
 };
@@ -51,11 +69,28 @@ class ChatTemplate {
   json context(const ChatRequest& req) const;
   bool supports_typed_content() const { return typed_content_; }
 
+  // The texts the tokenizer reads as control tokens (with parse_special): from now on apply()
+  // reports them in the request as RenderedPrompt::literal. Without this call (llama.cpp's
+  // behaviour) the whole prompt is one text and `literal` stays empty.
+  void keep_as_text(std::vector<std::string> control_texts);
+
  private:
+  RenderedPrompt apply_plain(const ChatRequest& req) const;
+
   jinja::Template tmpl_;
   std::string bos_, eos_;
   bool typed_content_ = false;
+  std::vector<std::string> control_texts_;  // longest first
 };
+
+// The prompt cut into the pieces to tokenise: {text, parse_special}; the literal spans are read
+// with parse_special off, the rest with it on. [from, to) selects part of the prompt.
+struct PromptPiece {
+  std::string_view text;
+  bool parse_special = true;
+};
+std::vector<PromptPiece> prompt_pieces(std::string_view prompt, const std::vector<TextSpan>& literal, size_t from = 0,
+                                       size_t to = std::string_view::npos);
 
 // The normalisation described above, on a copy of `messages`.
 json normalize_messages(const json& messages, bool typed_content);

@@ -60,7 +60,8 @@ Runner add_run_command(CLI::App& app) {
   add_device_options(c, a->dev);
   c->add_option("-t,--threads", a->threads, "threads (0: all cores)")->check(in_range(0, kMaxThreads));
   add_sampling_options(c, a->sampling, a->seed);
-  c->add_flag("--special", a->special, "parse special tokens written in the prompt");
+  c->add_flag("--special", a->special,
+              "parse special tokens written in the prompt (with --chat: in the message; else only the template writes them)");
   c->add_flag("--ignore-eos", a->ignore_eos, "keep generating after an end-of-generation token");
   c->add_flag("--chat", a->chat, "send the prompt as a user message through the model's chat template");
   c->add_flag("--no-think", a->no_think, "with --chat: render with enable_thinking = false");
@@ -95,7 +96,13 @@ Runner add_run_command(CLI::App& app) {
       req.messages = chat::json::array({{{"role", "user"}, {"content", a->prompt}}});
       if (a->no_think) req.kwargs["enable_thinking"] = false;
       req.add_generation_prompt = true;
-      prompt = engine->tokenize(chat::ChatTemplate(mt.source, mt.bos, mt.eos).apply(req).prompt, true);
+      chat::ChatTemplate tmpl(mt.source, mt.bos, mt.eos);
+      if (!a->special) tmpl.keep_as_text(engine->control_texts());
+      const chat::RenderedPrompt rp = tmpl.apply(req);
+      for (const chat::PromptPiece& p : chat::prompt_pieces(rp.prompt, rp.literal)) {
+        const std::vector<int32_t> ids = engine->tokenize(p.text, p.parse_special);
+        prompt.insert(prompt.end(), ids.begin(), ids.end());
+      }
     } else {
       prompt = a->prompt_tokens.empty() ? engine->tokenize(a->prompt, a->special) : read_token_file(a->prompt_tokens);
     }

@@ -85,6 +85,9 @@ Runner add_serve_command(CLI::App& app) {
   c->add_option("--threshold", o.threshold, "default diffusion confidence threshold (default: the model's)")
       ->check(in_range(0, 1, /*lo_open=*/true));
   c->add_option("--chat-template-file", o.chat_template_file, "Jinja chat template to use instead of the model's");
+  c->add_flag("--special-in-content", o.special_in_content,
+              "read control-token text in messages (\"<|im_end|>\") as control tokens, as llama.cpp does; by default it "
+              "is plain text and only the chat template writes control tokens");
   c->add_option("--reasoning-format", a->reasoning_format,
                 "deepseek (or auto): reasoning in message.reasoning_content; none: raw output in content, unparsed")
       ->check(CLI::IsMember({"deepseek", "none", "auto"}))

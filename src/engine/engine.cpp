@@ -141,6 +141,7 @@ class EngineImpl final : public Engine {
     return model_->tokenizer().decode(std::vector<int32_t>(tokens.begin(), tokens.end()));
   }
   std::string token_text(int32_t token) const override { return model_->tokenizer().token_bytes(token); }
+  std::vector<std::string> control_texts() const override { return model_->tokenizer().control_texts(); }
   bool is_end_token(int32_t token) const override { return model_->tokenizer().is_eog(token); }
   const std::string& chat_template() const override { return model_->chat_template(); }
 
@@ -212,6 +213,7 @@ void SessionImpl::run_pass(backend::Pass& p) {
 }
 
 std::vector<float> SessionImpl::eval(std::span<const int32_t> tokens, bool all_positions) {
+  eng_.model().check_file();
   engine::PassBatcher::Participant part(eng_.batcher());
   return eval_batched(tokens, all_positions);
 }
@@ -233,6 +235,7 @@ std::vector<float> SessionImpl::eval_batched(std::span<const int32_t> tokens, bo
 }
 
 std::vector<float> SessionImpl::denoise(std::span<const int32_t> block, bool reverse_path, std::span<const int32_t> rows) {
+  eng_.model().check_file();
   const size_t V = static_cast<size_t>(eng_.model().hp().n_vocab);
   std::vector<float> logits(block.size() * V);
   engine::PassBatcher::Participant part(eng_.batcher());
@@ -265,6 +268,7 @@ void check_top_k(int k) {
 }  // namespace
 
 std::vector<TopToken> SessionImpl::eval_top(std::span<const int32_t> tokens, int k) {
+  eng_.model().check_file();
   check_top_k(k);
   if (seq_->n_past() + static_cast<int64_t>(tokens.size()) > n_ctx_)
     throw Error(fmt::format("context full: {} cached + {} new tokens exceed the context of {}", seq_->n_past(), tokens.size(), n_ctx_));
@@ -283,6 +287,7 @@ std::vector<TopToken> SessionImpl::eval_top(std::span<const int32_t> tokens, int
 
 std::vector<std::vector<TopToken>> SessionImpl::denoise_top(std::span<const int32_t> block, std::span<const int32_t> rows, int k,
                                                             bool reverse_path) {
+  eng_.model().check_file();
   check_top_k(k);
   std::vector<sampling::RowTop> top(block.size());
   engine::PassBatcher::Participant part(eng_.batcher());
@@ -301,6 +306,7 @@ std::vector<std::vector<TopToken>> SessionImpl::denoise_top(std::span<const int3
 }
 
 Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptions& opts, const EventFn& on_event) {
+  eng_.model().check_file();
   const model::Model& m = eng_.model();
   const int n_vocab = m.hp().n_vocab;
   if (prompt.empty()) throw Error("the prompt is empty");

@@ -73,6 +73,10 @@ class Reader {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }  // file offset of the data section
   uint64_t file_size() const { return size_; }
+  // The file's size now (fstat of the mapped descriptor; file_size() if fstat fails). Below
+  // file_size() when the file was truncated after it was mapped: reading a page past the new end
+  // raises SIGBUS.
+  uint64_t size_on_disk() const;
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }

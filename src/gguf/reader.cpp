@@ -305,6 +305,12 @@ Reader::~Reader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+uint64_t Reader::size_on_disk() const {
+  struct stat st {};
+  if (fstat(fd_, &st) != 0) return size_;
+  return static_cast<uint64_t>(st.st_size);
+}
+
 void Reader::prefetch(const TensorInfo& t) const {
   // madvise wants a page-aligned start.
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));

@@ -115,6 +115,8 @@ HParams read_hparams(const Reader& r, std::vector<std::string>& warnings) {
   if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2)
     throw ModelError(fmt::format("{}rope.dimension_count = {} must be even and at most the head size {}", A, hp.n_rot, hp.head_dim));
   hp.rope_theta = r.get_f32_opt(A + "rope.freq_base").value_or(10000.f);
+  if (!(std::isfinite(hp.rope_theta) && hp.rope_theta > 0.f))
+    throw ModelError(fmt::format("{}rope.freq_base = {} must be a finite number above 0", A, hp.rope_theta));
   if (r.has(A + "rope.dimension_sections")) {
     std::vector<int64_t> s = r.get_int_array(A + "rope.dimension_sections");
     if (s.size() != 4) throw ModelError(fmt::format("{}rope.dimension_sections has {} values, expected 4", A, s.size()));

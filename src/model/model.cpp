@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "gguf/gguf.h"
+#include "model/weight_checks.h"
 
 namespace clover::model {
 
@@ -42,6 +43,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   if (m->tok_->n_vocab() != m->hp_.n_vocab)
     throw ModelError(fmt::format("vocabulary has {} tokens but the metadata implies {}", m->tok_->n_vocab(), m->hp_.n_vocab));
   m->w_ = bind_weights(r, m->hp_, m->warnings_);
+  check_finite_weights(r);
   m->chat_template_ = r.get_str_opt("tokenizer.chat_template").value_or("");
 
   HParams& hp = m->hp_;
@@ -53,6 +55,21 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
 }
 
 Model::~Model() = default;
+
+// Why a size check and not a recovery: the weights are read straight from the shared mapping by
+// the kernels on every thread of the pool, so a SIGBUS cannot be turned into an error for one
+// pass safely (a jump out of a signal handler would leave the pool and the sequence state
+// half-written). What can be done is to notice, before a pass starts, that the file is shorter
+// than the mapping (one fstat), and refuse that pass with an error naming the file. A truncation
+// in the middle of a pass is still fatal; `clover serve` reports it by name (see its SIGBUS
+// handler) instead of dying silently.
+void Model::check_file() const {
+  const uint64_t now = file_->size_on_disk();
+  if (now < file_->file_size())
+    throw ModelError(fmt::format("the model file {} was truncated to {} bytes after it was loaded ({} bytes); its weights "
+                                 "cannot be read any more: restore the file and restart",
+                                 file_->path(), now, file_->file_size()));
+}
 
 size_t Model::weight_bytes() const {
   size_t n = 0;

@@ -30,6 +30,10 @@ class Model {
   const std::vector<std::string>& warnings() const { return warnings_; }
   const gguf::Reader& file() const { return *file_; }
   size_t weight_bytes() const;
+  // Throws ModelError when the mapped file has shrunk since load (truncated on disk): its weights
+  // past the new end can no longer be read, and touching them would kill the process with SIGBUS.
+  // The engine calls this before every pass it starts for a caller (one fstat).
+  void check_file() const;
 
  private:
   Model() = default;

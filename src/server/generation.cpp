@@ -170,12 +170,14 @@ void start_stream(const httplib::Request& req, httplib::Response& res, std::shar
       });
 }
 
-std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text, size_t history_chars,
+std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text,
+                            std::vector<chat::TextSpan> literal, size_t history_chars,
                             bool thinking_open) {
   if (r.prompt_tokens.empty()) check_prompt_size(st, prompt_text.size());
   JobInput in;
   in.history_chars = history_chars;
   in.prompt_text = std::move(prompt_text);
+  in.literal = std::move(literal);
   in.prompt_tokens = r.prompt_tokens;
   in.options = r.gen;
   in.max_tokens_given = r.max_tokens_given;
@@ -215,7 +217,7 @@ ChatJob submit_chat(ServerState& st, const CompletionRequest& r) {
 
   const size_t history_chars =
       std::string_view(rp.prompt).ends_with(rp.generation_prompt) ? rp.prompt.size() - rp.generation_prompt.size() : 0;
-  cj.job = submit(st, r, std::move(rp.prompt), history_chars, rp.thinking_open);
+  cj.job = submit(st, r, std::move(rp.prompt), std::move(rp.literal), history_chars, rp.thinking_open);
   return cj;
 }
 

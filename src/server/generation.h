@@ -53,11 +53,13 @@ class StreamWriter {
 void start_stream(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
                   std::unique_ptr<StreamWriter> writer);
 
-// Submits a generation (the prompt given as text, or r.prompt_tokens); `history_chars` is the
+// Submits a generation (the prompt given as text, or r.prompt_tokens; `literal`: spans of the text
+// to tokenise as plain text, chat::RenderedPrompt::literal); `history_chars` is the
 // length of a chat prompt before its generation prompt; `thinking_open` that the prompt ends inside
 // a think block (the reasoning budget counts from there). 400 when the prompt cannot fit, or when
 // the mode needs denoising passes the device does not run.
-std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text, size_t history_chars = 0,
+std::shared_ptr<Job> submit(ServerState& st, const CompletionRequest& r, std::string prompt_text,
+                            std::vector<chat::TextSpan> literal = {}, size_t history_chars = 0,
                             bool thinking_open = false);
 
 // usage, with OpenAI's completion_tokens_details.reasoning_tokens when the output started in a

@@ -384,7 +384,7 @@ void handle_messages(ServerState& st, const httplib::Request& req, httplib::Resp
 void handle_count_tokens(ServerState& st, const httplib::Request& req, httplib::Response& res) {
   const CompletionRequest r = parse_messages_request(st, parse_body(req.body), true);
   const chat::RenderedPrompt rp = render_chat(st, r.chat);
-  const size_t n = st.engine->tokenize(rp.prompt, true).size();
+  const size_t n = tokenize_prompt(*st.engine, rp.prompt, rp.literal).size();
   res.set_content(dump(json{{"input_tokens", n}}), "application/json");
 }
 

@@ -106,6 +106,17 @@ void Job::set_prompt_tokens(int n) {
   prompt_tokens_ = n;
 }
 
+std::vector<int32_t> tokenize_prompt(const Engine& engine, std::string_view prompt, const std::vector<chat::TextSpan>& literal,
+                                     size_t from, size_t to) {
+  if (literal.empty()) return engine.tokenize(prompt.substr(std::min(from, prompt.size()), to == std::string_view::npos ? to : to - from), true);
+  std::vector<int32_t> out;
+  for (const chat::PromptPiece& p : chat::prompt_pieces(prompt, literal, from, to)) {
+    const std::vector<int32_t> ids = engine.tokenize(p.text, p.parse_special);
+    out.insert(out.end(), ids.begin(), ids.end());
+  }
+  return out;
+}
+
 // ---- Scheduler -------------------------------------------------------------------------------
 
 Scheduler::Scheduler(Engine& engine, SchedulerOptions opt, Metrics& metrics)
@@ -149,7 +160,7 @@ std::shared_ptr<Job> Scheduler::submit(JobInput in) {
   auto job = std::make_shared<Job>(std::move(in));
   if (job->input.prompt_tokens.empty()) {
     try {
-      job->tokens = engine_.tokenize(job->input.prompt_text, true);
+      job->tokens = tokenize_prompt(engine_, job->input.prompt_text, job->input.literal);
     } catch (const std::exception& e) {
       throw bad_request(std::string("cannot tokenize the prompt: ") + e.what());
     }
@@ -251,13 +262,16 @@ Scheduler::Slot* Scheduler::pick_slot(const Job& job, std::vector<int32_t>& toke
     rank.age = s.last_used;
     rank.empty = s.tokens.empty();
     std::vector<int32_t> cand;
-    if (from_text && !strict_prefix(s.tokens, whole) && !s.text.empty() && s.text.size() < in.prompt_text.size() &&
-        std::string_view(in.prompt_text).starts_with(s.text)) {
+    // Not where the held text covers a literal span: the slot may hold a real control token where
+    // this prompt has the same text from the request.
+    const bool literal_in_held = !in.literal.empty() && in.literal.front().begin < s.text.size();
+    if (from_text && !literal_in_held && !strict_prefix(s.tokens, whole) && !s.text.empty() &&
+        s.text.size() < in.prompt_text.size() && std::string_view(in.prompt_text).starts_with(s.text)) {
       // The prompt continues exactly the text this slot holds (typically: the previous turn's
       // prompt and the model's own output). Keep the slot's tokens for that text, even where they
       // are not the canonical tokenisation of it, and tokenise only the rest.
       cand = s.tokens;
-      const auto rest = engine_.tokenize(std::string_view(in.prompt_text).substr(s.text.size()), true);
+      const auto rest = tokenize_prompt(engine_, in.prompt_text, in.literal, s.text.size());
       cand.insert(cand.end(), rest.begin(), rest.end());
     }
     const std::vector<int32_t>& mine = cand.empty() ? whole : cand;
@@ -297,7 +311,7 @@ void Scheduler::run(Slot& slot, Job& job, std::vector<int32_t> prompt) {
   if (job.input.history_chars > 0 && job.input.history_chars < job.input.prompt_text.size()) {
     // Keep a snapshot where the next turn will diverge: the next prompt re-renders this one's
     // generation prompt and answer differently (Qwen templates drop the reasoning).
-    const std::vector<int32_t> h = engine_.tokenize(std::string_view(job.input.prompt_text).substr(0, job.input.history_chars), true);
+    const std::vector<int32_t> h = tokenize_prompt(engine_, job.input.prompt_text, job.input.literal, 0, job.input.history_chars);
     if (h.size() < prompt.size() && std::equal(h.begin(), h.end(), prompt.begin())) go.snapshot_at.push_back(static_cast<int>(h.size()));
   }
   if (job.input.pass_events) go.on_block = [&job](const BlockEvent& b) { job.push_pass(b); };

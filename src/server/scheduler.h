@@ -27,14 +27,20 @@
 #include <thread>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "clover/clover.h"
 #include "server/api_error.h"
 #include "server/metrics.h"
 
 namespace clover::server {
 
+// The tokens of prompt[from, to): its literal spans as plain text, the rest with parse_special.
+std::vector<int32_t> tokenize_prompt(const Engine& engine, std::string_view prompt, const std::vector<chat::TextSpan>& literal,
+                                     size_t from = 0, size_t to = std::string_view::npos);
+
 struct JobInput {
   std::string prompt_text;            // tokenised by the worker (parse_special), unless tokens are given
+  std::vector<chat::TextSpan> literal;  // spans of prompt_text tokenised as plain text (chat::RenderedPrompt)
   std::vector<int32_t> prompt_tokens;
   bool max_tokens_given = false;      // else: up to the end of the context
   size_t history_chars = 0;           // chat: prompt_text's length before the generation prompt

@@ -5,6 +5,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +23,18 @@
 namespace clover::server {
 
 namespace {
+
+// The model's weights are read from a shared mapping of its file: a file truncated under a running
+// server makes the next read past its new end raise SIGBUS. Passes started after the truncation
+// are refused with an error (model::Model::check_file); one already running when it happens cannot
+// be saved, and this says why the server stops instead of a bare signal death.
+void on_sigbus(int) {
+  static const char msg[] =
+      "fatal: bus error (SIGBUS) reading mapped memory: the model file was most likely truncated or overwritten while the "
+      "server was using it; exiting\n";
+  [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+  _exit(1);
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -46,6 +59,7 @@ void load(ServerState& st) {
   if (source.empty()) throw Error("the model has no chat template; give one with --chat-template-file");
   try {
     st.chat_template = std::make_unique<chat::ChatTemplate>(source);
+    if (!st.opt.special_in_content) st.chat_template->keep_as_text(st.engine->control_texts());
     st.chat_template_source = source;
   } catch (const std::exception& e) {
     throw Error(std::string("the chat template does not parse: ") + e.what());
@@ -69,6 +83,7 @@ int run_server(const ServerOptions& opt) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that disconnects must not kill the server
+  signal(SIGBUS, on_sigbus);
 
   ServerState st;
   st.opt = opt;

@@ -26,6 +26,9 @@ struct ServerOptions {
   float threshold = -1.0f;
   std::string chat_template_file;  // empty: the model's template
   bool parse_reasoning = true;     // --reasoning-format deepseek (true) or none
+  // --special-in-content: control-token text in a request's messages becomes control tokens
+  // (llama.cpp's behaviour); by default it is tokenised as plain text.
+  bool special_in_content = false;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   // Server-wide request defaults (a request's own fields beat them), llama-server's values.
   SamplingOptions sampling = [] {

@@ -296,6 +296,13 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_speci
   return out;
 }
 
+std::vector<std::string> Tokenizer::control_texts() const {
+  std::vector<std::string> out;
+  for (int32_t id : impl_->specials)
+    if (impl_->attr[size_t(id)] & (kAttrControl | kAttrUnknown)) out.push_back(impl_->text[size_t(id)]);
+  return out;
+}
+
 int32_t Tokenizer::n_vocab() const { return int32_t(impl_->text.size()); }
 
 int32_t Tokenizer::find(std::string_view token_text) const {

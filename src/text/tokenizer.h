@@ -46,6 +46,8 @@ class Tokenizer {
   int32_t find(std::string_view token_text) const;  // -1 when absent
   TokenType type(int32_t id) const;
   bool is_control(int32_t id) const;
+  // The texts encode() matches as one token only with parse_special (control and unknown tokens).
+  std::vector<std::string> control_texts() const;
   // End-of-generation: eos, eot, <|im_end|>, <|endoftext|> when present.
   bool is_eog(int32_t id) const;
   int32_t bos() const;

@@ -3,10 +3,11 @@
 case bounded in time. A case passes when the program answers with a clean error (or succeeds
 where that is right): an exit status, never a signal; an HTTP status, never a 500 or a hang.
 
-    tests/attack/attack.py BUILD_BIN_DIR [--quick]
+    tests/attack/attack.py BUILD_BIN_DIR [--quick] [--only GROUP[,GROUP...]]
 
 Prints one line per failure and, at the end, `cases N, clean errors E, failures F`; exits 1 when
-any case failed. --quick runs fewer loader mutations (CI uses the default)."""
+any case failed. --quick runs fewer loader mutations (CI uses the default); --only runs the named
+groups (the functions called from main(), e.g. truncated_model)."""
 import json
 import os
 import random
@@ -135,9 +136,9 @@ def cli_ranges():
 
 # ---- the server ----
 class Server:
-    def __init__(self, *extra, port=0):
+    def __init__(self, *extra, port=0, model=MODEL):
         self.log = open(os.path.join(TMP, f"server{time.monotonic_ns()}.log"), "w+")
-        self.p = subprocess.Popen([CLOVER, "serve", "-m", MODEL, "--host", "127.0.0.1", "--port", str(port), "-t", "1",
+        self.p = subprocess.Popen([CLOVER, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(port), "-t", "1",
                                    "-c", "1024", *extra], stderr=self.log, stdout=subprocess.DEVNULL)
         self.port = None
         for _ in range(200):
@@ -179,15 +180,20 @@ class Server:
 
 
 def request(port, path, body, timeout=20):
+    return request_body(port, path, body, timeout)[0]
+
+
+def request_body(port, path, body, timeout=20):
+    """(status, body text); status None when there was no answer."""
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status
+            return r.status, r.read().decode(errors="replace")
     except urllib.error.HTTPError as e:
-        return e.code
-    except Exception:
-        return None
+        return e.code, e.read().decode(errors="replace")
+    except Exception as e:
+        return None, str(e)
 
 
 FIELD_VALUES = ["x", -1, 0, 1e308, -1e308, None, [], {}, True, 2**63, "9" * 400, [[[]]]]
@@ -245,16 +251,68 @@ def server_cases():
         th.join(35)
 
 
+# ---- the model file truncated under a running server ----
+def truncated_model():
+    import shutil
+    import threading
+    copy = os.path.join(TMP, "shrinking.gguf")
+    shutil.copyfile(MODEL, copy)
+    s = Server(model=copy)
+    if not s.port or not s.wait_ready():
+        record("truncated model: server starts", False, False, s.output()[-500:])
+        s.stop()
+        return
+    body = {"prompt": "hi", "max_tokens": 2}
+    st, _ = request_body(s.port, "/v1/completions", body)
+    record("truncated model: a request before", st == 200, False, f"status {st}")
+    os.truncate(copy, os.path.getsize(copy) // 2)
+    # Between requests: the next one is refused with an error naming the problem; the server lives.
+    st, text = request_body(s.port, "/v1/completions", body)
+    record("truncated model: the next request", st is not None and st >= 500 and "truncated" in text and s.p.poll() is None,
+           True, f"status {st} {text[-200:]!r} alive={s.p.poll() is None}")
+    try:
+        st = urllib.request.urlopen(f"http://127.0.0.1:{s.port}/health", timeout=5).status
+    except Exception as e:
+        st = str(e)
+    record("truncated model: /health still answers", st == 200, False, f"{st}")
+    s.stop()
+    # During a generation: the stream ends with an error, or the server exits with a message;
+    # never a death by signal.
+    shutil.copyfile(MODEL, copy)
+    s = Server(model=copy)
+    if not s.port or not s.wait_ready():
+        record("truncated model mid-stream: server starts", False, False, s.output()[-500:])
+        s.stop()
+        return
+    th = threading.Thread(target=request, args=(s.port, "/v1/completions",
+                          {"prompt": "story", "max_tokens": 900, "ignore_eos": True, "stream": True}, 30))
+    th.start()
+    time.sleep(0.5)
+    os.truncate(copy, 4096)
+    th.join(35)
+    time.sleep(0.5)
+    rc = s.p.poll()
+    if rc is None:
+        st, text = request_body(s.port, "/v1/completions", body)
+        ok = st is not None and st >= 500 and "truncated" in text
+        detail = f"alive, next status {st} {text[-200:]!r}"
+    else:
+        ok = rc > 0 and "SIGBUS" in s.output()
+        detail = f"exited rc={rc} {s.output()[-300:]!r}"
+    record("truncated model mid-stream", ok, True, detail)
+    s.stop()
+
+
 def main():
     if not os.path.exists(MODEL):
         print(f"error: no model at {MODEL}", file=sys.stderr)
         return 1
     t0 = time.monotonic()
-    loader_mutations()
-    special_outputs()
-    deep_nesting()
-    cli_ranges()
-    server_cases()
+    groups = [loader_mutations, special_outputs, deep_nesting, cli_ranges, truncated_model, server_cases]
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
+    for g in groups:
+        if only is None or g.__name__ in only:
+            g()
     print(f"attack suite: cases {cases}, clean errors {clean}, failures {len(failures)} ({time.monotonic() - t0:.0f} s)")
     return 1 if failures else 0
 

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 
 #include "model/model.h"
 #include "model_test_util.h"
@@ -143,6 +145,84 @@ TEST(ModelLoad, ClearErrors) {
     const std::string err = load_error(dst);
     EXPECT_NE(err.find(c.expect), std::string::npos) << c.what << ": got '" << err << "'";
   }
+}
+
+// ---- load-time value checks (issue #26, item 11) ----
+
+// Overwrites `bytes` at byte `at` of tensor `name`'s data in the file at `path`.
+void poke(const std::string& path, const std::string& name, uint64_t at, const std::vector<uint8_t>& bytes) {
+  uint64_t offset = 0;
+  {
+    auto r = gguf::Reader::open(path);
+    const gguf::TensorInfo* t = r->tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    ASSERT_LE(at + bytes.size(), t->size);
+    offset = r->data_offset() + t->offset + at;
+  }
+  FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  std::fseek(f, static_cast<long>(offset), SEEK_SET);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+}
+
+std::vector<uint8_t> f32_bytes(float x) {
+  std::vector<uint8_t> b(4);
+  std::memcpy(b.data(), &x, 4);
+  return b;
+}
+
+TEST(ModelLoad, RefusesARopeBaseThatIsNotAPositiveNumber) {
+  TempDir d;
+  const std::string q = testing::write_synth(d, "q.gguf", tiny(model::Layout::Qwen35Moe));
+  int i = 0;
+  for (float bad : {0.f, -1.f, std::nanf(""), INFINITY}) {
+    const std::string dst = d.file("rope" + std::to_string(i++) + ".gguf");
+    testing::rewrite(q, dst, {.kv = [bad](std::string& k, gguf::Value& v) {
+                                if (k == "qwen35moe.rope.freq_base") v = gguf::Value::f32(bad);
+                                return true;
+                              }});
+    const std::string err = load_error(dst);
+    EXPECT_NE(err.find("qwen35moe.rope.freq_base"), std::string::npos) << bad << ": got '" << err << "'";
+  }
+}
+
+TEST(ModelLoad, RefusesNonFiniteWeights) {
+  TempDir d;
+  struct Case {
+    const char* what;
+    DType type;
+    std::string tensor;
+    uint64_t at;
+    std::vector<uint8_t> bytes;
+    const char* expect;
+  };
+  const std::vector<uint8_t> f16_inf = {0x00, 0x7C}, f16_nan = {0x01, 0x7E}, bf16_nan = {0xC1, 0x7F};
+  const std::vector<Case> cases = {
+      {"NaN in an F32 norm", DType::F32, "blk.2.attn_norm.weight", 4 * 17, f32_bytes(std::nanf("")), "element 17"},
+      {"Inf in an F32 matrix", DType::F32, "blk.0.attn_qkv.weight", 4 * 1000, f32_bytes(-INFINITY), "element 1000"},
+      {"Inf in an F16 matrix", DType::F16, "blk.3.attn_output.weight", 2 * 5, f16_inf, "element 5"},
+      {"NaN in a BF16 matrix", DType::BF16, "blk.1.ssm_out.weight", 2 * 9, bf16_nan, "element 9"},
+      {"NaN scale in a Q8_0 block", DType::Q8_0, "blk.0.attn_gate.weight", 34 * 3, f16_nan, "block 3"},
+      {"Inf scale in a Q4_0 expert", DType::Q4_0, "blk.1.ffn_down_exps.weight", 18 * 7, f16_inf, "block 7"},
+      {"NaN in the embedding", DType::F32, "token_embd.weight", 4 * 300, f32_bytes(std::nanf("")), "element 300"},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    synth::SynthConfig cfg = tiny(model::Layout::Official);
+    cfg.type = c.type;
+    const std::string path = testing::write_synth(d, "w" + std::to_string(i++) + ".gguf", cfg);
+    EXPECT_EQ(load_error(path), "") << c.what << ": the clean file must load";
+    poke(path, c.tensor, c.at, c.bytes);
+    const std::string err = load_error(path);
+    EXPECT_NE(err.find("tensor '" + c.tensor + "' holds a non-finite value"), std::string::npos) << c.what << ": got '" << err << "'";
+    EXPECT_NE(err.find(c.expect), std::string::npos) << c.what << ": got '" << err << "'";
+  }
+  // A large finite value is not refused.
+  synth::SynthConfig cfg = tiny(model::Layout::Official);
+  const std::string big = testing::write_synth(d, "big.gguf", cfg);
+  poke(big, "blk.2.attn_norm.weight", 0, f32_bytes(3e38f));
+  EXPECT_EQ(load_error(big), "");
 }
 
 }  // namespace
