@@ -13,7 +13,8 @@
 namespace clover::vulkan {
 
 // A weight matrix on the device: `rows` rows of `cols` values of `type` (F32, F16, BF16, Q8_0,
-// Q4_0), row o at byte offset + o * row_stride of `buffer`.
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS: stored as in the file), row o at
+// byte offset + o * row_stride of `buffer`.
 struct DeviceMatrix {
   DType type = DType::F32;
   const Buffer* buffer = nullptr;
@@ -23,8 +24,8 @@ struct DeviceMatrix {
 };
 
 // Whether matmul.comp reads weights of this type against Q8_0 activations (record_quantize_q8_0
-// first) rather than floats.
-inline bool reads_q8_activations(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+// first) rather than floats: every block type does.
+inline bool reads_q8_activations(DType t) { return t != DType::F32 && t != DType::F16 && t != DType::BF16; }
 
 // Bytes a host matrix takes on the device (as stored in the file).
 uint64_t device_matrix_bytes(const kernels::MatRef& m);
@@ -45,7 +46,7 @@ void record_quantize_q8_0(CommandList& cl, Device& dev, BufferRange x, int64_t r
 
 // matmul.comp (twin: kernels::matmul_ref): y[r * y_stride + o] = W row o . x row r for every
 // output row o and the n_act activation rows. Float weights read x (x_stride floats apart);
-// Q8_0/Q4_0 weights read q8 (quantised from x beforehand by record_quantize_q8_0). W is split
+// block-quantised weights read q8 (quantised from x beforehand by record_quantize_q8_0). W is split
 // into chunks of rows that fit one binding and one dispatch grid.
 void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRange x, int64_t x_stride,
                    const Q8Activations* q8, int64_t n_act, BufferRange y, int64_t y_stride);

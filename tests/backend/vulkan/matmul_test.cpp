@@ -1,5 +1,6 @@
 // matmul.comp and quantize_q8_0_activation.comp against their CPU twins (kernels::matmul_ref,
-// kernels::quantize_row_q8_0_activation) on random weights and odd shapes.
+// kernels::quantize_row_q8_0_activation) on random weights and odd shapes; the block types
+// beyond Q8_0 / Q4_0 also against their dequantised weights in double.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -19,9 +20,12 @@ struct Case {
 };
 
 // Runs the product on the device (the matrix `lead` bytes into its buffer, so the in-binding
-// offset path runs) and returns y [n_act][rows]; the CPU twin's result goes to ref.
+// offset path runs) and returns y [n_act][rows]; the CPU twin's result goes to ref. For block
+// weights, exact (when given) gets the product the device means to compute, in double: the
+// weights as kernels::dequantize_row gives them times the Q8_0 activations the device made
+// (read back, so a one-ulp difference in the activation quantiser is not counted here).
 std::vector<float> run_matmul(Device& dev, const HostMatrix& m, const std::vector<float>& x, int64_t n_act,
-                              std::vector<float>& ref, uint64_t lead = 0) {
+                              std::vector<float>& ref, uint64_t lead = 0, std::vector<float>* exact = nullptr) {
   const kernels::MatRef& w = m.ref;
   kernels::ActRows acts;
   acts.convert(x.data(), n_act, w.cols, w.cols, kernels::activation_type(w.type));
@@ -32,7 +36,7 @@ std::vector<float> run_matmul(Device& dev, const HostMatrix& m, const std::vecto
   const DeviceMatrix dm = upload_matrix(dev, w, wb, lead);
   Buffer xb = to_device(dev, x);
   Buffer yb = dev.create_buffer(ref.size() * 4, MemoryPurpose::Scratch);
-  const bool quant = dm.type == DType::Q8_0 || dm.type == DType::Q4_0;
+  const bool quant = reads_q8_activations(dm.type);
   Q8Activations q8;
   if (quant) q8 = make_q8_activations(dev, n_act, w.cols);
   CommandList cl(dev);
@@ -41,7 +45,52 @@ std::vector<float> run_matmul(Device& dev, const HostMatrix& m, const std::vecto
   record_matmul(cl, dev, dm, whole(xb), w.cols, quant ? &q8 : nullptr, n_act, whole(yb), w.rows);
   cl.end();
   cl.run();
+  if (exact && quant) {
+    const int64_t nb = w.cols / 32;
+    const std::vector<uint32_t> qw = from_device<uint32_t>(dev, q8.quants, static_cast<size_t>(n_act * nb * 8));
+    const std::vector<float> qd = from_device<float>(dev, q8.scales, static_cast<size_t>(n_act * nb));
+    std::vector<float> wrow(static_cast<size_t>(w.cols));
+    exact->assign(ref.size(), 0.0f);
+    for (int64_t o = 0; o < w.rows; ++o) {
+      kernels::dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + o * w.row_stride, wrow.data(), w.cols);
+      for (int64_t r = 0; r < n_act; ++r) {
+        double sum = 0;
+        for (int64_t c = 0; c < w.cols; ++c) {
+          const int64_t b = r * nb + c / 32, j = c % 32;
+          const int q = static_cast<int8_t>((qw[b * 8 + j / 4] >> (8 * (j % 4))) & 0xff);
+          sum += static_cast<double>(wrow[c]) * (static_cast<double>(q) * qd[b]);
+        }
+        (*exact)[r * w.rows + o] = static_cast<float>(sum);
+      }
+    }
+  }
   return from_device<float>(dev, yb, ref.size());
+}
+
+// The block types beyond Q8_0 / Q4_0: the device product against (a) the exact product of the
+// dequantised weights and the device's Q8_0 activations, NMSE <= 1e-9: only float rounding
+// separates them (each sub-block's integer sum is exact; d_w * d_x * sum and the partial sums
+// round at ~6e-8 relative, an NMSE near 1e-14), while one misread quant in a row of 256 already
+// gives ~1e-5; (b) the CPU's matmul_ref, NMSE <= 5e-4 as for Q4_0: the CPU rounds the
+// activations to Q8_K (K-quants, IQ4_XS) or Q8_1 (Q4_1, Q5_1) where the device uses Q8_0, two
+// roundings of ~1e-5 NMSE each on these inputs.
+void check_block_type(Device& dev, DType t, std::initializer_list<Case> cases) {
+  uint32_t seed = 11;
+  double worst_exact = 0, worst_cpu = 0;
+  for (const Case& c : cases) {
+    const HostMatrix m = random_matrix(t, c.rows, c.cols, seed++);
+    const std::vector<float> x = random_floats(static_cast<size_t>(c.n_act * c.cols), seed++);
+    std::vector<float> ref, exact;
+    const std::vector<float> y = run_matmul(dev, m, x, c.n_act, ref, 4 * (seed % 5), &exact);
+    ASSERT_EQ(exact.size(), y.size());
+    const double e = nmse(y.data(), exact.data(), y.size()), ec = nmse(y.data(), ref.data(), y.size());
+    worst_exact = std::max(worst_exact, e);
+    worst_cpu = std::max(worst_cpu, ec);
+    EXPECT_LE(e, 1e-9) << dtype_name(t) << " " << c.rows << "x" << c.cols << " with " << c.n_act << " rows (exact)";
+    EXPECT_LE(ec, 5e-4) << dtype_name(t) << " " << c.rows << "x" << c.cols << " with " << c.n_act << " rows (CPU)";
+  }
+  std::printf("matmul %s: worst NMSE %.3g against the exact product (tolerance 1e-9), %.3g against the CPU (5e-4)\n",
+              std::string(dtype_name(t)).c_str(), worst_exact, worst_cpu);
 }
 
 void check_type(Device& dev, DType t, double tolerance, std::initializer_list<Case> cases) {
@@ -79,16 +128,46 @@ TEST_F(MatmulTest, Q4_0MatchesTheReference) {
   check_type(dev(), DType::Q4_0, 5e-4, {{37, 96, 1}, {70, 160, 3}, {19, 64, 9}, {6, 2080, 17}});
 }
 
+// Super-blocks of 256: odd row counts, 1 to 3 super-blocks per row, both sides of the tile of 8.
+TEST_F(MatmulTest, Q4_KMatchesTheReference) {
+  check_block_type(dev(), DType::Q4_K, {{37, 256, 1}, {70, 512, 3}, {19, 256, 9}, {6, 768, 17}});
+}
+TEST_F(MatmulTest, Q5_KMatchesTheReference) {
+  check_block_type(dev(), DType::Q5_K, {{37, 256, 1}, {70, 512, 3}, {19, 256, 9}, {6, 768, 17}});
+}
+TEST_F(MatmulTest, Q6_KMatchesTheReference) {
+  check_block_type(dev(), DType::Q6_K, {{37, 256, 1}, {70, 512, 3}, {19, 256, 9}, {6, 768, 17}});
+}
+TEST_F(MatmulTest, IQ4_XSMatchesTheReference) {
+  check_block_type(dev(), DType::IQ4_XS, {{37, 256, 1}, {70, 512, 3}, {19, 256, 9}, {6, 768, 17}});
+}
+// Blocks of 32 of 20, 22, 24 and 18 bytes: rows that start off a word (3 blocks of 22 bytes).
+TEST_F(MatmulTest, Q4_1MatchesTheReference) {
+  check_block_type(dev(), DType::Q4_1, {{37, 96, 1}, {70, 160, 3}, {19, 64, 9}, {6, 2080, 17}});
+}
+TEST_F(MatmulTest, Q5_0MatchesTheReference) {
+  check_block_type(dev(), DType::Q5_0, {{37, 96, 1}, {70, 160, 3}, {19, 64, 9}, {6, 2080, 17}});
+}
+TEST_F(MatmulTest, Q5_1MatchesTheReference) {
+  check_block_type(dev(), DType::Q5_1, {{37, 96, 1}, {70, 160, 3}, {19, 64, 9}, {6, 2080, 17}});
+}
+TEST_F(MatmulTest, IQ4_NLMatchesTheReference) {
+  check_block_type(dev(), DType::IQ4_NL, {{37, 96, 1}, {70, 160, 3}, {19, 64, 9}, {6, 2080, 17}});
+}
+
 // A weight matrix larger than one binding is split into row chunks that each fit: the limit is
 // lowered so that a small matrix needs several chunks at unaligned row offsets (every other
 // binding of the product stays under the lowered limit too: 2 x 101 outputs).
 TEST_F(MatmulTest, MatrixLargerThanOneBindingIsSplit) {
-  for (DType t : {DType::Q4_0, DType::F16}) {
-    const HostMatrix m = random_matrix(t, 101, 96, 77);
-    const std::vector<float> x = random_floats(2 * 96, 78);
+  for (DType t : {DType::Q4_0, DType::F16, DType::Q5_0, DType::Q6_K}) {
+    const int64_t cols = dtype_block_size(t) == 256 ? 256 : 96;  // Q5_0: 66-byte rows, Q6_K: 210
+    const HostMatrix m = random_matrix(t, 101, cols, 77);
+    const std::vector<float> x = random_floats(2 * cols, 78);
     std::vector<float> ref;
     const std::vector<float> whole_y = run_matmul(dev(), m, x, 2, ref, 12);
-    dev().set_binding_limit(1024);  // 18-byte Q4_0 blocks: a chunk boundary inside a 16-byte line
+    // 18-byte Q4_0 blocks: a chunk boundary inside a 16-byte line; Q6_K's 2 KiB (its 2 x 256
+    // float activations must fit too) holds 9 rows of 210 bytes, so chunks start off a word.
+    dev().set_binding_limit(t == DType::Q6_K ? 2048 : 1024);
     const std::vector<float> split_y = run_matmul(dev(), m, x, 2, ref, 12);
     dev().set_binding_limit(dev().info().max_storage_buffer_range);
     EXPECT_EQ(split_y, whole_y) << dtype_name(t) << ": a split changes the result";

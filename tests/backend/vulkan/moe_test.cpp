@@ -1,7 +1,7 @@
 // A whole MoE layer on the device (router, grouping, expert products over their routed rows,
 // swiglu, the sigmoid-gated shared expert, the combine) against the same layer composed of the
-// CPU twins (kernels::matmul_ref, swiglu_span_ref, the routing of model/moe.cpp), for F32, F16,
-// Q8_0 and Q4_0 expert weights; plus swiglu.comp alone and the grouping bit for bit.
+// CPU twins (kernels::matmul_ref, swiglu_span_ref, the routing of model/moe.cpp), for F32, F16
+// and every block type of expert weights; plus swiglu.comp alone and the grouping bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -84,7 +84,7 @@ std::vector<float> cpu_moe(const MoeShape& s, const MoeWeightsHost& W, const std
 std::vector<float> gpu_moe(Device& dev, const MoeShape& s, const MoeWeightsHost& W, const std::vector<float>& h,
                            std::vector<int32_t>& groups_out) {
   const DType wt = W.gate[0].ref.type;
-  const bool quant = wt == DType::Q8_0 || wt == DType::Q4_0;
+  const bool quant = reads_q8_activations(wt);
   const int n_rows = s.T * s.k;
   auto upload = [&](const HostMatrix& m, Buffer& b) {
     b = dev.create_buffer(device_matrix_bytes(m.ref), MemoryPurpose::Weights);
@@ -139,8 +139,9 @@ std::vector<float> gpu_moe(Device& dev, const MoeShape& s, const MoeWeightsHost&
   return from_device<float>(dev, y, static_cast<size_t>(s.T) * s.E);
 }
 
+// The K-quants and IQ4_XS need rows of whole super-blocks: a wider, shallower layer for them.
 void check_moe(Device& dev, DType wt, double tolerance) {
-  const MoeShape s{64, 16, 4, 32, 64, 7};
+  const MoeShape s = dtype_block_size(wt) == 256 ? MoeShape{256, 8, 2, 256, 256, 5} : MoeShape{64, 16, 4, 32, 64, 7};
   uint32_t seed = 300;
   MoeWeightsHost W;
   W.router = random_matrix(DType::F32, s.NE, s.E, seed++, 1.0f);
@@ -170,6 +171,17 @@ TEST_F(MoeTest, LayerF32MatchesTheCpuComposition) { check_moe(dev(), DType::F32,
 TEST_F(MoeTest, LayerF16MatchesTheCpuComposition) { check_moe(dev(), DType::F16, 1e-7); }
 TEST_F(MoeTest, LayerQ8_0MatchesTheCpuComposition) { check_moe(dev(), DType::Q8_0, 5e-4); }
 TEST_F(MoeTest, LayerQ4_0MatchesTheCpuComposition) { check_moe(dev(), DType::Q4_0, 5e-4); }
+// The CPU rounds activations to Q8_K (K-quants, IQ4_XS) or Q8_1 (Q4_1, Q5_1) where the device
+// uses Q8_0 (matmul_test checks the products exactly against that); the two roundings differ by
+// ~1e-5 NMSE per product, so the Q4_0 bound holds for the layer.
+TEST_F(MoeTest, LayerQ4_KMatchesTheCpuComposition) { check_moe(dev(), DType::Q4_K, 5e-4); }
+TEST_F(MoeTest, LayerQ5_KMatchesTheCpuComposition) { check_moe(dev(), DType::Q5_K, 5e-4); }
+TEST_F(MoeTest, LayerQ6_KMatchesTheCpuComposition) { check_moe(dev(), DType::Q6_K, 5e-4); }
+TEST_F(MoeTest, LayerIQ4_XSMatchesTheCpuComposition) { check_moe(dev(), DType::IQ4_XS, 5e-4); }
+TEST_F(MoeTest, LayerQ4_1MatchesTheCpuComposition) { check_moe(dev(), DType::Q4_1, 5e-4); }
+TEST_F(MoeTest, LayerQ5_0MatchesTheCpuComposition) { check_moe(dev(), DType::Q5_0, 5e-4); }
+TEST_F(MoeTest, LayerQ5_1MatchesTheCpuComposition) { check_moe(dev(), DType::Q5_1, 5e-4); }
+TEST_F(MoeTest, LayerIQ4_NLMatchesTheCpuComposition) { check_moe(dev(), DType::IQ4_NL, 5e-4); }
 
 TEST_F(MoeTest, SwigluMatchesTheReference) {
   const int64_t rows = 3, n = 77, stride = 80;
