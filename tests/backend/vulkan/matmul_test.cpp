@@ -8,6 +8,7 @@
 #include "backend/vulkan/ops.h"
 #include "backend/vulkan/vk_test_util.h"
 #include "kernels/convert.h"
+#include "kernels/kquant.h"
 #include "kernels/matmul.h"
 
 namespace clover::vulkan::test {
@@ -22,7 +23,7 @@ struct Case {
 // Runs the product on the device (the matrix `lead` bytes into its buffer, so the in-binding
 // offset path runs) and returns y [n_act][rows]; the CPU twin's result goes to ref. For block
 // weights, exact (when given) gets the product the device means to compute, in double: the
-// weights as kernels::dequantize_row gives them times the Q8_0 activations the device made
+// weights as kernels::dequantize_row gives them times the Q8_0 / Q8_K activations the device made
 // (read back, so a one-ulp difference in the activation quantiser is not counted here).
 std::vector<float> run_matmul(Device& dev, const HostMatrix& m, const std::vector<float>& x, int64_t n_act,
                               std::vector<float>& ref, uint64_t lead = 0, std::vector<float>* exact = nullptr) {
@@ -38,10 +39,10 @@ std::vector<float> run_matmul(Device& dev, const HostMatrix& m, const std::vecto
   Buffer yb = dev.create_buffer(ref.size() * 4, MemoryPurpose::Scratch);
   const bool quant = reads_q8_activations(dm.type);
   Q8Activations q8;
-  if (quant) q8 = make_q8_activations(dev, n_act, w.cols);
+  if (quant) q8 = make_q8_activations(dev, n_act, w.cols, reads_q8_k_activations(w.type));
   CommandList cl(dev);
   cl.begin();
-  if (quant) record_quantize_q8_0(cl, dev, whole(xb), n_act, w.cols, w.cols, q8);
+  if (quant) record_quantize_for(cl, dev, w.type, whole(xb), n_act, w.cols, w.cols, q8);
   record_matmul(cl, dev, dm, whole(xb), w.cols, quant ? &q8 : nullptr, n_act, whole(yb), w.rows);
   cl.end();
   cl.run();
@@ -68,12 +69,13 @@ std::vector<float> run_matmul(Device& dev, const HostMatrix& m, const std::vecto
 }
 
 // The block types beyond Q8_0 / Q4_0: the device product against (a) the exact product of the
-// dequantised weights and the device's Q8_0 activations, NMSE <= 1e-9: only float rounding
+// dequantised weights and the device's activation quants, NMSE <= 1e-9: only float rounding
 // separates them (each sub-block's integer sum is exact; d_w * d_x * sum and the partial sums
 // round at ~6e-8 relative, an NMSE near 1e-14), while one misread quant in a row of 256 already
-// gives ~1e-5; (b) the CPU's matmul_ref, NMSE <= 5e-4 as for Q4_0: the CPU rounds the
-// activations to Q8_K (K-quants, IQ4_XS) or Q8_1 (Q4_1, Q5_1) where the device uses Q8_0, two
-// roundings of ~1e-5 NMSE each on these inputs.
+// gives ~1e-5; (b) the CPU's matmul_ref, NMSE <= 5e-4 as for Q4_0: the same activation
+// roundings (Q8_K for the K-quants and IQ4_XS, Q8_0 otherwise) up to a rare one-ulp flip of the
+// device's quantiser; Q4_1 / Q5_1 also differ by Q8_1's fp16 rounding of the quant sums, which the
+// device keeps exact.
 void check_block_type(Device& dev, DType t, std::initializer_list<Case> cases) {
   uint32_t seed = 11;
   double worst_exact = 0, worst_cpu = 0;
@@ -208,6 +210,42 @@ TEST_F(MatmulTest, QuantizedActivationsMatchTheCpuQuantiser) {
               static_cast<long long>(nb * 32));
 }
 
+TEST_F(MatmulTest, QuantizedQ8_KActivationsMatchTheCpuQuantiser) {
+  const int64_t rows = 3, cols = 256 * 5;
+  std::vector<float> x = random_floats(static_cast<size_t>(rows * cols), 19, -3.0f, 3.0f);
+  for (int j = 0; j < 256; ++j) x[256 + j] = 0.0f;          // an all-zero super-block: d = 0, q = 0
+  x[3 * 256 + 7] = 5.0f, x[3 * 256 + 9] = -5.0f;           // a tie of magnitudes: the first wins (-127)
+  x[4 * 256 + 1] = -4.0f;                                   // a negative maximum
+  Buffer xb = to_device(dev(), x);
+  Q8Activations q8 = make_q8_activations(dev(), rows, cols, true);
+  CommandList cl(dev());
+  cl.begin();
+  record_quantize_q8_k(cl, dev(), whole(xb), rows, cols, cols, q8);
+  cl.end();
+  cl.run();
+  const int64_t nb = rows * cols / 256;
+  const std::vector<uint32_t> qw = from_device<uint32_t>(dev(), q8.quants, static_cast<size_t>(rows * cols / 4));
+  const std::vector<float> d = from_device<float>(dev(), q8.scales, static_cast<size_t>(rows * cols / 32));
+  std::vector<BlockQ8_K> cpu(static_cast<size_t>(nb));
+  kernels::quantize_row_q8_k_activation(x.data(), cpu.data(), rows * cols);
+  int64_t q_diff = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    // The device's 127 / max and 1 / iscale may be an ulp off the CPU's.
+    for (int s = 0; s < 8; ++s) EXPECT_NEAR(d[b * 8 + s], cpu[b].d, std::fabs(cpu[b].d) * 3e-7) << "block " << b;
+    for (int j = 0; j < 256; ++j) {
+      const int gpu_q = static_cast<int8_t>((qw[b * 64 + j / 4] >> (8 * (j % 4))) & 0xff);
+      const int diff = std::abs(gpu_q - cpu[b].qs[j]);
+      EXPECT_LE(diff, 1) << "block " << b << " value " << j;
+      q_diff += diff != 0;
+    }
+  }
+  EXPECT_EQ(cpu[1].d, 0.0f);
+  EXPECT_EQ(static_cast<int8_t>(qw[3 * 64 + 1] >> 24), -127);  // value 7 of super-block 3
+  EXPECT_LE(q_diff, nb * 256 / 1000) << q_diff << " quants differ";
+  std::printf("quantize_q8_k: %lld of %lld quants differ by one\n", static_cast<long long>(q_diff),
+              static_cast<long long>(nb * 256));
+}
+
 TEST_F(MatmulTest, BadShapesAreRefused) {
   const HostMatrix m = random_matrix(DType::Q8_0, 4, 64, 3);
   Buffer wb = dev().create_buffer(device_matrix_bytes(m.ref), MemoryPurpose::Weights);
@@ -219,6 +257,15 @@ TEST_F(MatmulTest, BadShapesAreRefused) {
   Q8Activations narrow = make_q8_activations(dev(), 1, 32);
   EXPECT_THROW(record_matmul(cl, dev(), dm, whole(xb), 64, &narrow, 1, whole(xb), 4), VulkanError);
   EXPECT_THROW(make_q8_activations(dev(), 1, 33), VulkanError);
+  EXPECT_THROW(make_q8_activations(dev(), 1, 96, true), VulkanError);  // Q8_K: whole super-blocks
+  // Q4_K weights refuse Q8_0 activations (and Q8_0 weights Q8_K ones).
+  const HostMatrix mk = random_matrix(DType::Q4_K, 2, 256, 4);
+  Buffer wk = dev().create_buffer(device_matrix_bytes(mk.ref), MemoryPurpose::Weights);
+  const DeviceMatrix dk = upload_matrix(dev(), mk.ref, wk, 0);
+  Q8Activations q8_0 = make_q8_activations(dev(), 1, 256), q8_k = make_q8_activations(dev(), 1, 256, true);
+  Buffer yb = dev().create_buffer(16, MemoryPurpose::Scratch);
+  EXPECT_THROW(record_matmul(cl, dev(), dk, whole(xb), 256, &q8_0, 1, whole(yb), 2), VulkanError);
+  EXPECT_THROW(record_quantize_q8_0(cl, dev(), whole(xb), 1, 256, 256, q8_k), VulkanError);
   cl.end();
 }
 
