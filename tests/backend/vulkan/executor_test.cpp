@@ -176,7 +176,7 @@ TEST_P(VulkanTrained, TrainedModelAgreesWithTheCpuExecutor) {
   expect_silent_validation(*vk);
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, VulkanTrained, ::testing::Values("Q8_0", "Q4_0", "Q4_K_M", "IQ4_XS"),
+INSTANTIATE_TEST_SUITE_P(Files, VulkanTrained, ::testing::Values("Q8_0", "Q4_0", "Q4_K_M", "IQ4_XS", "Q5_0", "Q5_1", "Q4_1", "IQ4_NL"),
                          [](const auto& info) { return std::string(info.param); });
 
 // Greedy AR over 64 tokens after a short prompt: the same tokens as the CPU executor (F32).

@@ -24,7 +24,7 @@ namespace {
 
 uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 // The activation kinds products with these weights read (VulkanExecutor::quantize).
-unsigned need(DType t) { return !reads_q8_activations(t) ? 0u : reads_q8_k_activations(t) ? 2u : 1u; }
+unsigned need(DType t) { return reads_q8_activations(t) ? 1u << static_cast<int>(activation_kind(t)) : 0u; }
 unsigned need(const DeviceMatrix& m) { return need(m.type); }
 unsigned need(const DeviceExperts& m) { return need(m.type); }
 
@@ -224,21 +224,16 @@ void VulkanExecutor::run(std::span<Pass> passes) {
 VulkanExecutor::QuantActs VulkanExecutor::quantize(unsigned needed, BufferRange x, int64_t n_rows, int64_t cols,
                                                    int64_t x_stride) {
   QuantActs q;
-  for (const bool k : {false, true}) {
-    if (!(needed & (k ? 2u : 1u))) continue;
+  for (int k = 0; k < 3; ++k) {
+    if (!(needed & (1u << k))) continue;
     auto it = q8_.find({cols, k});
     if (it == q8_.end()) {
       // The widest use of each width: expert rows (B * k) for the expert FFN width, B otherwise.
       const int64_t max_rows = static_cast<int64_t>(max_batch_) * std::max(1, hp_.n_expert_used);
-      it = q8_.emplace(std::make_pair(cols, k), make_q8_activations(*dev_, max_rows, cols, k)).first;
+      it = q8_.emplace(std::make_pair(cols, k), make_q8_activations(*dev_, max_rows, cols, static_cast<Q8Kind>(k))).first;
     }
-    if (k) {
-      record_quantize_q8_k(*rec_, *dev_, x, n_rows, cols, x_stride, it->second);
-      q.q8_k = &it->second;
-    } else {
-      record_quantize_q8_0(*rec_, *dev_, x, n_rows, cols, x_stride, it->second);
-      q.q8_0 = &it->second;
-    }
+    record_quantize(*rec_, *dev_, x, n_rows, cols, x_stride, it->second);
+    q.kinds[k] = &it->second;
   }
   return q;
 }

@@ -72,15 +72,14 @@ class VulkanExecutor final : public backend::Executor {
   void record_attention(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
   void record_moe(int il, int N);
   void run_head(std::span<backend::Pass> passes, const std::vector<int>& row0);
-  // Activation rows quantised once for all the block-type products that read them: Q8_0, and Q8_K
-  // for the K-quants and IQ4_XS (a file may mix them on one input); each kind made only when a
-  // product needs it (need(): bit 1 Q8_0, bit 2 Q8_K).
+  // Activation rows quantised once for all the block-type products that read them, in each kind
+  // (activation_kind: Q8_0, Q8_1, Q8_K) some product needs (a file may mix them on one input;
+  // need(): bit 1 << kind).
   struct QuantActs {
-    const Q8Activations* q8_0 = nullptr;
-    const Q8Activations* q8_k = nullptr;
+    const Q8Activations* kinds[3] = {};
     // The activations products with `t` weights read (nullptr for float weights).
     const Q8Activations* for_type(DType t) const {
-      return !reads_q8_activations(t) ? nullptr : reads_q8_k_activations(t) ? q8_k : q8_0;
+      return reads_q8_activations(t) ? kinds[static_cast<int>(activation_kind(t))] : nullptr;
     }
   };
   QuantActs quantize(unsigned needed, BufferRange x, int64_t rows, int64_t cols, int64_t stride);
@@ -101,7 +100,7 @@ class VulkanExecutor final : public backend::Executor {
   std::unique_ptr<CommandList> cl_, head_cl_;
   uint32_t cl_capacity_ = 0;
   CommandList* rec_ = nullptr;  // the list being recorded
-  std::map<std::pair<int64_t, bool>, Q8Activations> q8_;  // by (columns, Q8_K)
+  std::map<std::pair<int64_t, int>, Q8Activations> q8_;  // by (columns, kind)
   std::FILE* routing_trace_ = nullptr;
 };
 

@@ -20,12 +20,11 @@
 //
 // Activations are rounded as the CPU rounds them: F16 / BF16 weights see fp16- / bf16-rounded
 // activations;
-// quantised weights see Q8_0 blocks made by quantize_q8_0_activation.comp (integer products per
-// block of 32, then d_w * d_x * sum as float, plus m_w * d_x * sum(x quants) for the types with
-// an offset). The CPU gives the K-quants and IQ4_XS Q8_K activations (one scale per 256) and
-// Q4_1 / Q5_1 Q8_1 (Q8_0 plus an fp16 sum): here every quantised type reads the same Q8_0
-// activations, whose finer scales round no worse, so one quantised copy of a row serves all the
-// products of a file that mixes types (docs/vulkan.md).
+// quantised weights see the activation blocks the CPU gives them (ops.h, activation_kind): Q8_0
+// from quantize_q8_0_activation.comp; Q8_1 (Q4_1, Q5_1: Q8_0 plus s = fp16(d x sum of the
+// quants), for the offset term m_w * s); Q8_K from quantize_q8_k_activation.comp (K-quants,
+// IQ4_XS: one scale per 256, stored per block of 32 as Q8_0's). Integer products per block of
+// 32, then d_w * d_x * sum as float (plus the offset term for the types with one).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -57,8 +56,10 @@ layout(push_constant) uniform Push {
   uint gather;        // EXPERTS: 1: activation row = token of the routed row; 0: the routed row
 } p;
 
-#if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1) || defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
-#define HAS_MIN 1  // value = dw * q + mw: the mw term needs the activation sums
+#if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
+#define Q8_1_ACTS 1  // Q8_1 activations: xs holds (d, s) per block, s = fp16(d x sum of the quants)
+#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+#define HAS_MIN 1  // value = dw * q + mw: the mw term needs the sums of the activation quants
 #endif
 #if defined(WTYPE_IQ4_NL) || defined(WTYPE_IQ4_XS)
 // IQ4_NL's 16 levels (kernels::kIq4nlValues: part of the file format).
@@ -220,10 +221,14 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
         sx += x0 + x1 + x2 + x3;
 #endif
       }
+#if defined(Q8_1_ACTS)
+      const uint xi = 2u * (act[r] * nb + b);
+      acc[r] += float(s) * (dw * xs[xi]) + mw * xs[xi + 1u];
+#elif defined(HAS_MIN)
       const float dx = xs[act[r] * nb + b];
-#if defined(HAS_MIN)
       acc[r] += float(s) * (dw * dx) + float(sx) * (mw * dx);
 #else
+      const float dx = xs[act[r] * nb + b];
       acc[r] += float(s) * (dw * dx);
 #endif
     }
