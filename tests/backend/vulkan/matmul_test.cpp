@@ -9,6 +9,7 @@
 #include "backend/vulkan/vk_test_util.h"
 #include "kernels/convert.h"
 #include "kernels/kquant.h"
+#include "kernels/legacy_quant.h"
 #include "kernels/matmul.h"
 
 namespace clover::vulkan::test {
@@ -209,6 +210,36 @@ TEST_F(MatmulTest, QuantizedActivationsMatchTheCpuQuantiser) {
   EXPECT_LE(q_diff, nb * 32 / 1000) << q_diff << " quants differ";
   std::printf("quantize_q8_0: %lld of %lld quants differ by one\n", static_cast<long long>(q_diff),
               static_cast<long long>(nb * 32));
+}
+
+// Q8_1 (Q4_1 / Q5_1 products): Q8_0's quants and d, and s = fp16(amax / 127 x sum(q)), equal to
+// the CPU's wherever the block's quants are (a one-ulp flip of a quant moves the sum).
+TEST_F(MatmulTest, QuantizedQ8_1ActivationsMatchTheCpuQuantiser) {
+  const int64_t rows = 4, cols = 32 * 9;
+  std::vector<float> x = random_floats(static_cast<size_t>(rows * cols), 29, -2.0f, 3.0f);  // sums far from 0
+  for (int j = 0; j < 32; ++j) x[64 + j] = 0.0f;
+  Buffer xb = to_device(dev(), x);
+  Q8Activations q8 = make_q8_activations(dev(), rows, cols, Q8Kind::Q8_1);
+  CommandList cl(dev());
+  cl.begin();
+  record_quantize(cl, dev(), whole(xb), rows, cols, cols, q8);
+  cl.end();
+  cl.run();
+  const int64_t nb = rows * cols / 32;
+  const std::vector<uint32_t> qw = from_device<uint32_t>(dev(), q8.quants, static_cast<size_t>(nb * 8));
+  const std::vector<float> ds = from_device<float>(dev(), q8.scales, static_cast<size_t>(nb * 2));
+  std::vector<BlockQ8_1> cpu(static_cast<size_t>(nb));
+  kernels::quantize_row_q8_1_activation(x.data(), cpu.data(), rows * cols);
+  int64_t same = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    EXPECT_EQ(ds[2 * b], kernels::fp16_to_fp32(cpu[b].d)) << "block " << b;
+    bool equal = true;
+    for (int j = 0; j < 32; ++j) equal &= static_cast<int8_t>((qw[b * 8 + j / 4] >> (8 * (j % 4))) & 0xff) == cpu[b].qs[j];
+    if (!equal) continue;
+    ++same;
+    EXPECT_EQ(ds[2 * b + 1], kernels::fp16_to_fp32(cpu[b].s)) << "block " << b;
+  }
+  EXPECT_GE(same, nb - 2);
 }
 
 TEST_F(MatmulTest, QuantizedQ8_KActivationsMatchTheCpuQuantiser) {
