@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -15,6 +16,14 @@
 #include "kernels/matmul.h"
 
 namespace clover::vulkan::test {
+
+// Whether the cases run under the Khronos validation layer: always, unless
+// CLOVER_VK_TEST_NO_VALIDATION=1 (bench/gpu-check.sh on a machine with a GPU driver but no layer
+// installed: the results are still checked against the CPU, the layer's silence is not).
+inline bool test_validation() {
+  const char* e = std::getenv("CLOVER_VK_TEST_NO_VALIDATION");
+  return !(e && std::string(e) == "1");
+}
 
 // Each case gets an instance with validation and the device under test: CLOVER_VK_TEST_DEVICE
 // (an index) if set, else device 0 (a CPU device such as lavapipe included: a test names it).

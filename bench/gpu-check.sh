@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# The prepared check for a real GPU (issue #20): is the Vulkan backend right on the card, and what
+# do AR decoding, a denoising pass and block diffusion cost there. Built here, run there in one call.
+#
+#   bench/gpu-check.sh pack            here: gpu-check/ = the stripped clover, the Vulkan test
+#                                      binaries and vulkan_ops_bench, every library they need that
+#                                      is not glibc, and Debian's Vulkan loader (the GPU machine's
+#                                      image has none); well under the device tool's 64 MiB carry
+#   bench/gpu-check.sh run [--local] [--budget S]
+#                                      there: find the NVIDIA Vulkan driver, list the devices, run
+#                                      the Vulkan tests (results checked against the CPU executor;
+#                                      the validation layer is not on that machine, so its silence
+#                                      is not checked there), time the device layer, bench the
+#                                      slice and the full-size clover-35b Q4_0 (written on the spot)
+#                                      in AR and diffusion, and the card's copy bandwidth (PyTorch).
+#                                      Steps that would not fit in the budget (default 480 s) are
+#                                      skipped and say so. --local: the same flow on lavapipe with
+#                                      a tiny model (what CI runs: tests/bench/gpu_check_local).
+#
+# With the device tool (../.library/device/README.md):
+#   bench/gpu-check.sh pack
+#   run(command="bash bench/gpu-check.sh run", carry=["gpu-check"], timeout_s=560)
+# Everything is printed and written to $OUT (the device tool brings it back): gpu-check.md (the
+# table), *.json (clover bench), *.log. Numbers from it go into docs/vulkan.md with the date and the
+# machine; none are written anywhere without such a run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PACK=${GPU_CHECK_PACK:-$ROOT/gpu-check}  # where pack writes and run reads
+B=${CLOVER_BUILD_DIR:-build}
+BINARIES=("$B/bin/clover" "$B/tests/backend/vulkan/vulkan_ops_test" "$B/tests/backend/vulkan/vulkan_executor_test"
+          "$B/tests/backend/vulkan/vulkan_denoise_test" "$B/bench/vulkan_ops_bench")
+
+die() { echo "gpu-check: $*" >&2; exit 2; }
+
+pack() {
+  for b in "${BINARIES[@]}"; do [ -x "$b" ] || die "missing $b: build with scripts/build.sh -DCLOVER_BUILD_TESTS=ON"; done
+  rm -rf "$PACK" && mkdir -p "$PACK/bin" "$PACK/lib"
+  for b in "${BINARIES[@]}"; do
+    strip -o "$PACK/bin/$(basename "$b")" "$b"
+    # Every shared library but glibc's own (the machine there has a newer glibc).
+    ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
+      case "$(basename "$lib")" in
+        libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
+        *) [ -e "$PACK/lib/$(basename "$lib")" ] || cp -L "$lib" "$PACK/lib/" ;;
+      esac
+    done
+  done
+  # clover opens the Vulkan loader at run time (dlopen), so ldd does not list it.
+  local loader
+  loader=$(ldconfig -p | awk '/libvulkan.so.1 .*x86-64/ && !n++ {print $NF}')
+  [ -n "$loader" ] || die "no libvulkan.so.1: scripts/setup.sh installs libvulkan-dev"
+  cp -L "$loader" "$PACK/lib/libvulkan.so.1"
+  { echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"; echo "packed $(date -u +%FT%TZ) on $(uname -m)";
+    (cd "$PACK" && find . -type f -printf '%P %s\n' | sort); } > "$PACK/MANIFEST"
+  local kib
+  kib=$(du -sk "$PACK" | cut -f1)
+  ((kib < 60 * 1024)) || die "the pack is $((kib / 1024)) MiB: over the 60 MiB kept under the carry limit"
+  echo "gpu-check: packed $(ls "$PACK/bin" | wc -l) binaries and $(ls "$PACK/lib" | wc -l) libraries in $PACK ($((kib / 1024)) MiB)"
+}
+
+# --- run ------------------------------------------------------------------------------------------
+LOCAL=0
+BUDGET=480
+START=$(date +%s)
+elapsed() { echo $(($(date +%s) - START)); }
+fits() { (($(elapsed) + $1 <= BUDGET)); }  # fits SECONDS: is there time left for a step of that size
+left() { local l=$((BUDGET - $(elapsed) - 5)); ((l > $1)) && l=$1; ((l < 10)) && l=10; echo "$l"; }  # a timeout <= $1
+ROWS=()  # the summary table's lines
+EXTRA=()  # sections after the table
+FAILURES=0  # steps that failed (a test, a bench): the exit status says so
+row() { ROWS+=("| $1 | $2 |"); echo "gpu-check: $1: $2"; }
+
+find_nvidia_icd() {
+  # A driver manifest the container mounted, or the driver's library with a manifest of our own.
+  local j
+  for j in /usr/share/vulkan/icd.d/nvidia*.json /etc/vulkan/icd.d/nvidia*.json /usr/local/share/vulkan/icd.d/nvidia*.json \
+           /usr/local/nvidia/share/vulkan/icd.d/nvidia*.json; do
+    [ -f "$j" ] && { echo "$j"; return 0; }
+  done
+  local d l
+  for l in libGLX_nvidia.so.0 libEGL_nvidia.so.0; do
+    for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib; do
+      if [ -e "$d/$l" ]; then
+        printf '{"file_format_version": "1.0.1", "ICD": {"library_path": "%s", "api_version": "1.3.0"}}\n' "$d/$l" \
+          > "$OUT/nvidia_icd.json"
+        echo "$OUT/nvidia_icd.json"
+        return 0
+      fi
+    done
+  done
+  return 1
+}
+
+gtest_summary() {  # LOG -> "N passed, M failed, K skipped"
+  local p f s
+  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+  f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+  s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+  echo "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped"
+}
+
+bench_row() {  # NAME JSON: the bench numbers that matter, one line
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+name, path = sys.argv[1], sys.argv[2]
+rows = json.load(open(path))
+parts = []
+for r in rows:
+    if r.get("test", "").startswith(("pp", "tg")):
+        parts.append(f"{r['test']} {r.get('mode', 'ar')} {r['median_ts']:.1f} t/s")
+    if "block_pass_ms" in r:
+        parts.append(f"denoising pass {r['block_pass_ms']:.2f} ms = {r['block_pass_vs_ar_step']:.2f} AR steps "
+                     f"(AR step {r['ar_step_ms']:.2f} ms, commit pass {r.get('commit_pass_ms', 0):.2f} ms)")
+    if "tokens_per_pass" in r:
+        parts.append(f"{r['mode']} {r['tokens_per_pass']:.2f} tokens/pass")
+print("; ".join(parts))
+EOF
+}
+
+run_check() {
+  OUT=${OUT:-/tmp/gpu-check-out}
+  mkdir -p "$OUT"
+  if ((LOCAL)); then pack; fi  # the pack itself is part of what --local checks
+  [ -x "$PACK/bin/clover" ] || die "no $PACK: run 'bench/gpu-check.sh pack' here and carry gpu-check"
+  export LD_LIBRARY_PATH="$PACK/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export CLOVER_VULKAN_LIBRARY="$PACK/lib/libvulkan.so.1"
+  export CLOVER_SOURCE_DIR="$ROOT"
+  local CLOVER="$PACK/bin/clover" device filter models threads reps
+  threads=$(nproc)
+  row "machine" "$(uname -m), $threads cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), commit $(head -1 "$PACK/MANIFEST" | cut -d' ' -f2 | cut -c1-10)"
+
+  if ((LOCAL)); then
+    device=vulkan:0  # lavapipe, named (a CPU-type device is never picked by itself)
+    export CLOVER_VK_TEST_DEVICE=0
+    filter='VulkanLoader.*:VulkanExecutor.GreedyArMatchesTheCpuExecutor:VulkanSelection.*'  # a few, to check the flow
+    reps=2
+  else
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
+      > "$OUT/nvidia-smi.txt" 2>&1 && row "nvidia-smi" "$(head -1 "$OUT/nvidia-smi.txt")"
+    local icd
+    if icd=$(find_nvidia_icd); then
+      export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
+      row "Vulkan driver" "$(grep -o '"library_path"[^,}]*' "$icd" | head -1) ($icd)"
+    else
+      row "Vulkan driver" "none found (no nvidia ICD manifest, no libGLX_nvidia/libEGL_nvidia): the container has the compute driver only"
+    fi
+    export CLOVER_VK_TEST_NO_VALIDATION=1
+    device=vulkan
+    filter='*'
+    reps=20
+  fi
+  "$CLOVER" devices > "$OUT/devices.txt" 2>&1 || true
+  cat "$OUT/devices.txt"
+  if ! ((LOCAL)) && ! grep -q '^vulkan:' "$OUT/devices.txt"; then
+    row "result" "no Vulkan GPU device: nothing to measure (see devices.txt)"
+    finish; return 3
+  fi
+  if ! ((LOCAL)) && ! grep '^vulkan:' "$OUT/devices.txt" | grep -qv 'CPU type'; then
+    row "result" "only CPU-type Vulkan devices: nothing to measure on a GPU (see devices.txt)"
+    finish; return 3
+  fi
+  row "device" "$(grep -m1 '^vulkan:' "$OUT/devices.txt")"
+
+  # The card's copy bandwidth, the roofline the passes are measured against.
+  if ! ((LOCAL)) && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    python3 - > "$OUT/copy_bandwidth.txt" 2>&1 <<'EOF' || true
+import torch
+x = torch.empty(2 << 30, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+torch.cuda.synchronize()
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+s.record()
+for _ in range(10): y.copy_(x)
+e.record(); torch.cuda.synchronize()
+ms = s.elapsed_time(e) / 10
+print(f"{2 * x.numel() / ms / 1e6:.0f} GB/s read+write ({torch.cuda.get_device_name()})")
+EOF
+    row "copy bandwidth (PyTorch)" "$(tail -1 "$OUT/copy_bandwidth.txt")"
+  fi
+
+  # Correctness on the device: every Vulkan test binary, checked against the CPU.
+  local t
+  for t in vulkan_ops_test vulkan_executor_test vulkan_denoise_test; do
+    if fits 60; then
+      timeout "$(left 150)" "$PACK/bin/$t" --gtest_filter="$filter" --gtest_brief=1 > "$OUT/$t.log" 2>&1 || true
+      row "$t" "$(gtest_summary "$OUT/$t.log")"
+      grep -q '^\[  PASSED  \] [1-9]' "$OUT/$t.log" && ! grep -q '^\[  FAILED  \]' "$OUT/$t.log" || FAILURES=$((FAILURES + 1))
+    else
+      row "$t" "skipped: the time budget"
+    fi
+  done
+
+  if fits 30; then
+    timeout "$(left 60)" "$PACK/bin/vulkan_ops_bench" "${CLOVER_VK_TEST_DEVICE:-0}" "$reps" > "$OUT/vulkan_ops_bench.txt" 2>&1 || true
+    row "device layer (vulkan_ops_bench)" "below"
+    EXTRA+=("" "## vulkan_ops_bench" "" '```' "$(cat "$OUT/vulkan_ops_bench.txt")" '```')
+  fi
+
+  # Speed: AR, the denoising pass against the AR step, block diffusion.
+  if ((LOCAL)); then
+    models=("tiny:--preset tiny --type q4_0:-p 32 -n 8 -r 1")
+  else
+    models=("slice:--preset slice --type q4_0:-p 512 -n 128 -r 3" "clover-35b:--preset clover-35b --type q4_0:-p 512 -n 128 -r 2")
+  fi
+  local m name synth_args bench_args need
+  for m in "${models[@]}"; do
+    IFS=: read -r name synth_args bench_args <<< "$m"
+    need=$([ "$name" = clover-35b ] && echo 240 || echo 60)
+    if ! fits "$need"; then row "$name Q4_0" "skipped: the time budget"; continue; fi
+    local file="${TMPDIR:-/tmp}/gpu-check-$name-q4_0.gguf"  # not under $OUT: it would travel back
+    local t0=$(date +%s)
+    # shellcheck disable=SC2086
+    [ -f "$file" ] || "$CLOVER" synth $synth_args --seed 35 -q "$file" > "$OUT/synth-$name.log" 2>&1 \
+      || { FAILURES=$((FAILURES + 1)); row "$name Q4_0" "synth failed: $(tail -1 "$OUT/synth-$name.log")"; continue; }
+    row "$name Q4_0 file" "$(du -h "$file" | cut -f1), written in $(($(date +%s) - t0)) s"
+    # shellcheck disable=SC2086
+    if timeout "$(left 100000)" "$CLOVER" bench -m "$file" --device "$device" \
+        $bench_args --mode ar,diffusion -t "$threads" --json -q > "$OUT/bench-$name.json" 2> "$OUT/bench-$name.log"; then
+      row "$name Q4_0 on $device" "$(bench_row "$name" "$OUT/bench-$name.json")"
+    else
+      FAILURES=$((FAILURES + 1))
+      row "$name Q4_0 on $device" "bench failed or ran out of time: $(tail -2 "$OUT/bench-$name.log" | tr '\n' ' ')"
+    fi
+    if ((LOCAL)); then rm -f "$file"; fi
+  done
+  finish
+  if ((FAILURES)); then echo "gpu-check: $FAILURES step(s) failed (logs in $OUT)" >&2; return 1; fi
+}
+
+finish() {
+  { echo "# gpu-check $(date -u +%FT%TZ) ($(elapsed) s)"; echo; echo "| what | result |"; echo "|---|---|";
+    printf '%s\n' "${ROWS[@]}"; if ((${#EXTRA[@]})); then printf '%s\n' "${EXTRA[@]}"; fi; } > "$OUT/gpu-check.md"
+  echo; cat "$OUT/gpu-check.md"
+}
+
+case "${1:-}" in
+  pack) pack ;;
+  run)
+    shift
+    while (($#)); do
+      case "$1" in
+        --local) LOCAL=1 ;;
+        --budget) BUDGET=$2; shift ;;
+        *) die "unknown option $1" ;;
+      esac
+      shift
+    done
+    run_check
+    ;;
+  *) die "usage: bench/gpu-check.sh pack | run [--local] [--budget SECONDS]" ;;
+esac
