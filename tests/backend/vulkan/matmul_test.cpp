@@ -3,6 +3,7 @@
 // beyond Q8_0 / Q4_0 also against their dequantised weights in double.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "backend/vulkan/ops.h"
@@ -230,16 +231,22 @@ TEST_F(MatmulTest, QuantizedQ8_1ActivationsMatchTheCpuQuantiser) {
   const std::vector<float> ds = from_device<float>(dev(), q8.scales, static_cast<size_t>(nb * 2));
   std::vector<BlockQ8_1> cpu(static_cast<size_t>(nb));
   kernels::quantize_row_q8_1_activation(x.data(), cpu.data(), rows * cols);
-  int64_t same = 0;
+  int64_t same = 0, s_equal = 0;
   for (int64_t b = 0; b < nb; ++b) {
     EXPECT_EQ(ds[2 * b], kernels::fp16_to_fp32(cpu[b].d)) << "block " << b;
     bool equal = true;
     for (int j = 0; j < 32; ++j) equal &= static_cast<int8_t>((qw[b * 8 + j / 4] >> (8 * (j % 4))) & 0xff) == cpu[b].qs[j];
     if (!equal) continue;
     ++same;
-    EXPECT_EQ(ds[2 * b + 1], kernels::fp16_to_fp32(cpu[b].s)) << "block " << b;
+    // Equal on lavapipe; a GPU's division (Vulkan allows 2.5 ulp) may move amax / 127 x sum
+    // across an fp16 rounding boundary: one fp16 step (2^-10 relative) allowed.
+    const float s_cpu = kernels::fp16_to_fp32(cpu[b].s);
+    EXPECT_NEAR(ds[2 * b + 1], s_cpu, std::fabs(s_cpu) * 0x1p-10f) << "block " << b;
+    s_equal += ds[2 * b + 1] == s_cpu;
   }
   EXPECT_GE(same, nb - 2);
+  std::printf("quantize_q8_1: %lld of %lld blocks with the CPU's quants, %lld of them with its s exactly\n",
+              static_cast<long long>(same), static_cast<long long>(nb), static_cast<long long>(s_equal));
 }
 
 TEST_F(MatmulTest, QuantizedQ8_KActivationsMatchTheCpuQuantiser) {
@@ -262,8 +269,9 @@ TEST_F(MatmulTest, QuantizedQ8_KActivationsMatchTheCpuQuantiser) {
   kernels::quantize_row_q8_k_activation(x.data(), cpu.data(), rows * cols);
   int64_t q_diff = 0;
   for (int64_t b = 0; b < nb; ++b) {
-    // The device's 127 / max and 1 / iscale may be an ulp off the CPU's.
-    for (int s = 0; s < 8; ++s) EXPECT_NEAR(d[b * 8 + s], cpu[b].d, std::fabs(cpu[b].d) * 3e-7) << "block " << b;
+    // The device's -127 / max and 1 / iscale may each be off the CPU's (Vulkan allows 2.5 ulp for
+    // a division; lavapipe is exact): 1e-6 relative covers both.
+    for (int s = 0; s < 8; ++s) EXPECT_NEAR(d[b * 8 + s], cpu[b].d, std::fabs(cpu[b].d) * 1e-6) << "block " << b;
     for (int j = 0; j < 256; ++j) {
       const int gpu_q = static_cast<int8_t>((qw[b * 64 + j / 4] >> (8 * (j % 4))) & 0xff);
       const int diff = std::abs(gpu_q - cpu[b].qs[j]);
