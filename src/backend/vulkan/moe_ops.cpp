@@ -58,9 +58,9 @@ int64_t matmul_experts_dispatches(const Device& dev, const DeviceExperts& w) {
 void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w, BufferRange x, int64_t x_stride,
                            const Q8Activations* q8, BufferRange groups_in, bool gather, BufferRange y, int64_t y_stride) {
   const bool quant = reads_q8_activations(w.type);
-  if (quant && (!q8 || q8->cols != w.cols))
-    throw VulkanError(fmt::format("matmul_experts: {} experts of {} columns need Q8_0 activations of {} columns",
-                                  dtype_name(w.type), w.cols, w.cols));
+  if (quant && (!q8 || q8->cols != w.cols || q8->kind != activation_kind(w.type)))
+    throw VulkanError(fmt::format("matmul_experts: {} experts of {} columns need {} activations of {} columns",
+                                  dtype_name(w.type), w.cols, q8_kind_name(activation_kind(w.type)), w.cols));
   if (w.rows < 1 || w.rows > detail::kMaxGroups) throw VulkanError(fmt::format("matmul_experts: {} rows per expert", w.rows));
   const Pipeline& p = dev.pipelines().get(detail::matmul_shader(w.type, true), 5, sizeof(MatmulPush));
   // Experts per dispatch: as many whole matrices as fit one binding.

@@ -31,7 +31,7 @@ void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tok
 
 // matmul.comp with EXPERTS (twin: kernels::matmul_selected per expert): for every expert e and
 // each routed row r of e, y[r * y_stride + o] = W_e row o . activation row (gather ? token[r] : r).
-// x and q8 as for record_matmul (q8 for Q8_0/Q4_0 experts).
+// x and q8 as for record_matmul (q8 for block-quantised experts).
 void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w, BufferRange x, int64_t x_stride,
                            const Q8Activations* q8, BufferRange groups, bool gather, BufferRange y, int64_t y_stride);
 // The dispatches record_matmul_experts records for `w` (its chunks of experts).

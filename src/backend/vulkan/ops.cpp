@@ -106,23 +106,47 @@ DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& 
   return d;
 }
 
-Q8Activations make_q8_activations(Device& dev, int64_t rows, int64_t cols) {
+Q8Activations make_q8_activations(Device& dev, int64_t rows, int64_t cols, Q8Kind kind) {
   if (cols % 32) throw VulkanError(fmt::format("Q8_0 activations: {} columns are not whole blocks of 32", cols));
+  if (kind == Q8Kind::Q8_K && cols % 256)
+    throw VulkanError(fmt::format("Q8_K activations: {} columns are not whole super-blocks of 256", cols));
   Q8Activations a;
   a.rows = rows;
   a.cols = cols;
+  a.kind = kind;
   a.quants = dev.create_buffer(static_cast<uint64_t>(rows) * cols, MemoryPurpose::Scratch);
-  a.scales = dev.create_buffer(static_cast<uint64_t>(rows) * (cols / 32) * 4, MemoryPurpose::Scratch);
+  a.scales = dev.create_buffer(static_cast<uint64_t>(rows) * (cols / 32) * (kind == Q8Kind::Q8_1 ? 8 : 4),
+                               MemoryPurpose::Scratch);
   return a;
 }
 
 void record_quantize_q8_0(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t cols, int64_t x_stride,
                           const Q8Activations& a) {
-  if (cols % 32 || cols != a.cols || rows > a.rows)
-    throw VulkanError(fmt::format("quantize_q8_0: {} x {} rows into Q8_0 scratch of {} x {}", rows, cols, a.rows, a.cols));
-  const Pipeline& p = dev.pipelines().get("quantize_q8_0_activation", 3, sizeof(QuantizePush));
+  if (cols % 32 || cols != a.cols || rows > a.rows || a.kind == Q8Kind::Q8_K)
+    throw VulkanError(fmt::format("quantize_q8_0: {} x {} rows into {} scratch of {} x {}", rows, cols,
+                                  q8_kind_name(a.kind), a.rows, a.cols));
+  const Pipeline& p = dev.pipelines().get(
+      a.kind == Q8Kind::Q8_1 ? "quantize_q8_1_activation" : "quantize_q8_0_activation", 3, sizeof(QuantizePush));
   const QuantizePush push{u32(cols, "cols"), u32(rows, "rows"), u32(x_stride, "x_stride")};
   cl.dispatch(p, {x, whole(a.quants), whole(a.scales)}, push, groups(rows * (cols / 32), 64, "quantize_q8_0"));
+}
+
+void record_quantize_q8_k(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t cols, int64_t x_stride,
+                          const Q8Activations& a) {
+  if (cols % 256 || cols != a.cols || rows > a.rows || a.kind != Q8Kind::Q8_K)
+    throw VulkanError(fmt::format("quantize_q8_k: {} x {} rows into {} scratch of {} x {}", rows, cols,
+                                  q8_kind_name(a.kind), a.rows, a.cols));
+  const Pipeline& p = dev.pipelines().get("quantize_q8_k_activation", 3, sizeof(QuantizePush));
+  const QuantizePush push{u32(cols, "cols"), u32(rows, "rows"), u32(x_stride, "x_stride")};
+  cl.dispatch(p, {x, whole(a.quants), whole(a.scales)}, push, groups(rows * (cols / 256), 64, "quantize_q8_k"));
+}
+
+void record_quantize(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t cols, int64_t x_stride,
+                     const Q8Activations& a) {
+  if (a.kind == Q8Kind::Q8_K)
+    record_quantize_q8_k(cl, dev, x, rows, cols, x_stride, a);
+  else
+    record_quantize_q8_0(cl, dev, x, rows, cols, x_stride, a);
 }
 
 int64_t matmul_dispatches(const Device& dev, const DeviceMatrix& w) {
@@ -133,9 +157,9 @@ int64_t matmul_dispatches(const Device& dev, const DeviceMatrix& w) {
 void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRange x, int64_t x_stride,
                    const Q8Activations* q8, int64_t n_act, BufferRange y, int64_t y_stride) {
   const bool quant = reads_q8_activations(w.type);
-  if (quant && (!q8 || q8->cols != w.cols || q8->rows < n_act))
-    throw VulkanError(fmt::format("matmul: {} weights of {} columns need Q8_0 activations of {} columns for {} rows",
-                                  dtype_name(w.type), w.cols, w.cols, n_act));
+  if (quant && (!q8 || q8->cols != w.cols || q8->rows < n_act || q8->kind != activation_kind(w.type)))
+    throw VulkanError(fmt::format("matmul: {} weights of {} columns need {} activations of {} columns for {} rows",
+                                  dtype_name(w.type), w.cols, q8_kind_name(activation_kind(w.type)), w.cols, n_act));
   if (!quant && x_stride < w.cols) throw VulkanError("matmul: activation stride shorter than a row");
   if (n_act < 1 || w.rows < 1) throw VulkanError("matmul: empty product");
   const Pipeline& p = dev.pipelines().get(detail::matmul_shader(w.type, false), 4, sizeof(MatmulPush));

@@ -13,7 +13,8 @@
 namespace clover::vulkan {
 
 // A weight matrix on the device: `rows` rows of `cols` values of `type` (F32, F16, BF16, Q8_0,
-// Q4_0), row o at byte offset + o * row_stride of `buffer`.
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS: stored as in the file), row o at
+// byte offset + o * row_stride of `buffer`.
 struct DeviceMatrix {
   DType type = DType::F32;
   const Buffer* buffer = nullptr;
@@ -23,8 +24,18 @@ struct DeviceMatrix {
 };
 
 // Whether matmul.comp reads weights of this type against Q8_0 activations (record_quantize_q8_0
-// first) rather than floats.
-inline bool reads_q8_activations(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+// first) rather than floats: every block type does.
+inline bool reads_q8_activations(DType t) { return t != DType::F32 && t != DType::F16 && t != DType::BF16; }
+// Which quantised activations a block type's products read, as on the CPU: Q8_K (one scale per
+// 256 values) for the K-quants and IQ4_XS (kernels/kquant.h), Q8_1 (Q8_0 plus the fp16 of d x the
+// sum of the quants, the offset term) for Q4_1 / Q5_1 (kernels/legacy_quant.h), Q8_0 otherwise.
+enum class Q8Kind : uint32_t { Q8_0 = 0, Q8_1 = 1, Q8_K = 2 };
+inline Q8Kind activation_kind(DType t) {
+  if (dtype_is_kquant(t)) return Q8Kind::Q8_K;
+  if (t == DType::Q4_1 || t == DType::Q5_1) return Q8Kind::Q8_1;
+  return Q8Kind::Q8_0;
+}
+inline const char* q8_kind_name(Q8Kind k) { return k == Q8Kind::Q8_K ? "Q8_K" : k == Q8Kind::Q8_1 ? "Q8_1" : "Q8_0"; }
 
 // Bytes a host matrix takes on the device (as stored in the file).
 uint64_t device_matrix_bytes(const kernels::MatRef& m);
@@ -33,19 +44,30 @@ uint64_t device_matrix_bytes(const kernels::MatRef& m);
 DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& dst, uint64_t offset);
 
 // Scratch for activations quantised to Q8_0: quants [rows][cols / 32][8] words, scales [rows][cols / 32].
+// Q8_K: the same layout, each super-block's d repeated for its 8 blocks of 32. Q8_1: scales are
+// [rows][cols / 32][2] (d, s).
 struct Q8Activations {
   Buffer quants, scales;
   int64_t rows = 0, cols = 0;
+  Q8Kind kind = Q8Kind::Q8_0;
 };
-Q8Activations make_q8_activations(Device& dev, int64_t rows, int64_t cols);
+Q8Activations make_q8_activations(Device& dev, int64_t rows, int64_t cols, Q8Kind kind = Q8Kind::Q8_0);
 
-// quantize_q8_0_activation.comp (twin: kernels::quantize_row_q8_0_activation): rows of x -> a.
+// quantize_q8_0_activation.comp (twin: kernels::quantize_row_q8_0_activation, and with a Q8_1
+// scratch kernels::quantize_row_q8_1_activation): rows of x -> a.
 void record_quantize_q8_0(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t cols, int64_t x_stride,
                           const Q8Activations& a);
+// quantize_q8_k_activation.comp (twin: kernels::quantize_row_q8_k_activation): rows of x -> a
+// (a Q8_K scratch; cols a multiple of 256).
+void record_quantize_q8_k(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t cols, int64_t x_stride,
+                          const Q8Activations& a);
+// Quantises x into a, in a's kind.
+void record_quantize(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t cols, int64_t x_stride,
+                     const Q8Activations& a);
 
 // matmul.comp (twin: kernels::matmul_ref): y[r * y_stride + o] = W row o . x row r for every
 // output row o and the n_act activation rows. Float weights read x (x_stride floats apart);
-// Q8_0/Q4_0 weights read q8 (quantised from x beforehand by record_quantize_q8_0). W is split
+// block-quantised weights read q8 (of activation_kind(w.type), quantised from x beforehand by record_quantize_q8_0). W is split
 // into chunks of rows that fit one binding and one dispatch grid.
 void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRange x, int64_t x_stride,
                    const Q8Activations* q8, int64_t n_act, BufferRange y, int64_t y_stride);

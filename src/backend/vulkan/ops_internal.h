@@ -46,6 +46,14 @@ inline std::string matmul_shader(DType t, bool experts) {
     case DType::BF16: base = "matmul_bf16"; break;
     case DType::Q8_0: base = "matmul_q8_0"; break;
     case DType::Q4_0: base = "matmul_q4_0"; break;
+    case DType::Q4_1: base = "matmul_q4_1"; break;
+    case DType::Q5_0: base = "matmul_q5_0"; break;
+    case DType::Q5_1: base = "matmul_q5_1"; break;
+    case DType::IQ4_NL: base = "matmul_iq4_nl"; break;
+    case DType::Q4_K: base = "matmul_q4_k"; break;
+    case DType::Q5_K: base = "matmul_q5_k"; break;
+    case DType::Q6_K: base = "matmul_q6_k"; break;
+    case DType::IQ4_XS: base = "matmul_iq4_xs"; break;
     default: throw VulkanError(fmt::format("matmul: no shader for {} weights", dtype_name(t)));
   }
   return experts ? std::string(base) + "_experts" : std::string(base);

@@ -107,7 +107,8 @@ TEST_P(VulkanDenoise, DenoisingPassAgreesWithTheCpuExecutorAndLeavesTheStateUnch
   expect_silent_validation(*vk);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, VulkanDenoise, ::testing::Values(DType::F32, DType::Q8_0, DType::Q4_0),
+INSTANTIATE_TEST_SUITE_P(Types, VulkanDenoise,
+                         ::testing::Values(DType::F32, DType::Q8_0, DType::Q4_0, DType::Q5_1, DType::IQ4_NL),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // A denoising pass stacked with another sequence's causal pass and a third sequence's denoising

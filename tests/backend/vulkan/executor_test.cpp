@@ -30,7 +30,11 @@ using testing::TempDir;
 struct Case {
   model::Layout layout;
   DType type;
+  const char* mixture = nullptr;  // a `clover quantize` preset (type is then its main type)
 };
+
+// Whether the weights are block-quantised (products against quantised activations).
+bool backend_quantised(DType t) { return t != DType::F32 && t != DType::F16 && t != DType::BF16; }
 
 class VulkanModel : public ::testing::TestWithParam<Case> {};
 
@@ -40,6 +44,17 @@ TEST_P(VulkanModel, LogitsAgreeWithTheCpuExecutor) {
   synth::SynthConfig c = synth::preset("tiny");
   c.layout = GetParam().layout;
   c.type = GetParam().type;
+  if (GetParam().mixture) {
+    // Rows of whole super-blocks (tests/oracle/test_ar_oracle.py, KQUANT_SHAPE), so the preset
+    // writes K-quants rather than its fallbacks.
+    c.mixture = GetParam().mixture;
+    c.n_embd = 256;
+    c.gdn_head_dim = 64;
+    c.n_ff_exp = 256;
+    c.n_ff_shexp = 256;
+    c.n_expert = 16;
+    c.n_expert_used = 4;
+  }
   auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
   const int V = m->hp().n_vocab;
   const std::vector<int32_t> toks = testing::random_tokens(200, V, 11);
@@ -54,13 +69,13 @@ TEST_P(VulkanModel, LogitsAgreeWithTheCpuExecutor) {
   vk->run(pv);
   const Agreement a = compare(lc, lv, V);
   std::printf("%s %s: top-1 %.4f, mean KL %.3g, max KL %.3g, max |delta| %.3g\n", model::layout_name(c.layout),
-              std::string(dtype_name(c.type)).c_str(), a.top1, a.mean_kl, a.max_kl, a.max_abs);
+              GetParam().mixture ? GetParam().mixture : std::string(dtype_name(c.type)).c_str(), a.top1, a.mean_kl, a.max_kl, a.max_abs);
   // Random weights and random tokens make near-flat logits and routing near-ties, where one
   // rounding of a quantised activation flips a choice and the recurrent state carries it on: two
   // correct engines differ there (the CPU and llama.cpp's AVX2 build agree on 95-98 % of these
   // positions, tests/oracle/test_ar_oracle.py). Float weights get the 99 %; quantised
   // weights get the oracle's bound here and the 99 % on the trained model below.
-  const bool quant = c.type == DType::Q8_0 || c.type == DType::Q4_0;
+  const bool quant = backend_quantised(c.type);
   EXPECT_GE(a.top1, quant ? 0.95 : 0.99);
   EXPECT_LE(a.mean_kl, 1e-3);
   if (c.type == DType::F32) {
@@ -94,20 +109,25 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string l = info.param.layout == model::Layout::Official ? "official"
                   : info.param.layout == model::Layout::LlamaClover ? "llama_clover"
                                                                     : "qwen35moe";
-  return l + "_" + std::string(dtype_name(info.param.type));
+  return l + "_" + (info.param.mixture ? std::string(info.param.mixture) : std::string(dtype_name(info.param.type)));
 }
 
 // F32 in every layout; every other weight type in the official layout (the layouts differ only in
-// names and fused tensors, which F32 already covers).
+// names and fused tensors, which F32 already covers); the Q4_K_M mixture (Q4_K, Q6_K) and IQ4_XS
+// files in llama.cpp's layout, as people download them.
 INSTANTIATE_TEST_SUITE_P(
     LayoutsAndTypes, VulkanModel,
     ::testing::Values(Case{model::Layout::Official, DType::F32}, Case{model::Layout::LlamaClover, DType::F32},
                       Case{model::Layout::Qwen35Moe, DType::F32}, Case{model::Layout::Official, DType::F16},
                       Case{model::Layout::Official, DType::BF16}, Case{model::Layout::Official, DType::Q8_0},
-                      Case{model::Layout::Official, DType::Q4_0}),
+                      Case{model::Layout::Official, DType::Q4_0},
+                      Case{model::Layout::Qwen35Moe, DType::Q4_K, "Q4_K_M"},
+                      Case{model::Layout::Qwen35Moe, DType::IQ4_XS, "IQ4_XS"}),
     case_name);
 
-// The trained clover-tiny (a Q8_0 file) and its Q4_0 requantisation, teacher-forced over a real
+// The trained clover-tiny (a Q8_0 file) and its requantisations with `clover quantize` (Q4_0;
+// Q4_K_M: Q4_K and Q6_K where rows are whole super-blocks, llama-quantize's Q5_0 / Q5_1 / Q8_0
+// fallbacks elsewhere, so one file mixes types per tensor; IQ4_XS), teacher-forced over a real
 // prompt and the CPU's own greedy continuation (about 200 tokens): the bounds.
 class VulkanTrained : public ::testing::TestWithParam<const char*> {};
 
@@ -115,9 +135,9 @@ TEST_P(VulkanTrained, TrainedModelAgreesWithTheCpuExecutor) {
   const char* src = std::getenv("CLOVER_SOURCE_DIR");
   std::string path = std::string(src ? src : ".") + "/models/clover-tiny.gguf";
   TempDir d;
-  if (std::string(GetParam()) == "Q4_0") {
+  if (std::string(GetParam()) != "Q8_0") {
     quantize::Options qo;
-    qo.preset = "Q4_0";
+    qo.preset = GetParam();
     qo.allow_requantize = true;
     quantize::quantize_file(path, d.file("q4.gguf"), qo);
     path = d.file("q4.gguf");
@@ -156,7 +176,7 @@ TEST_P(VulkanTrained, TrainedModelAgreesWithTheCpuExecutor) {
   expect_silent_validation(*vk);
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, VulkanTrained, ::testing::Values("Q8_0", "Q4_0"),
+INSTANTIATE_TEST_SUITE_P(Files, VulkanTrained, ::testing::Values("Q8_0", "Q4_0", "Q4_K_M", "IQ4_XS", "Q5_0", "Q5_1", "Q4_1", "IQ4_NL"),
                          [](const auto& info) { return std::string(info.param); });
 
 // Greedy AR over 64 tokens after a short prompt: the same tokens as the CPU executor (F32).

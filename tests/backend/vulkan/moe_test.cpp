@@ -1,7 +1,7 @@
 // A whole MoE layer on the device (router, grouping, expert products over their routed rows,
 // swiglu, the sigmoid-gated shared expert, the combine) against the same layer composed of the
-// CPU twins (kernels::matmul_ref, swiglu_span_ref, the routing of model/moe.cpp), for F32, F16,
-// Q8_0 and Q4_0 expert weights; plus swiglu.comp alone and the grouping bit for bit.
+// CPU twins (kernels::matmul_ref, swiglu_span_ref, the routing of model/moe.cpp), for F32, F16
+// and every block type of expert weights; plus swiglu.comp alone and the grouping bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -84,7 +84,7 @@ std::vector<float> cpu_moe(const MoeShape& s, const MoeWeightsHost& W, const std
 std::vector<float> gpu_moe(Device& dev, const MoeShape& s, const MoeWeightsHost& W, const std::vector<float>& h,
                            std::vector<int32_t>& groups_out) {
   const DType wt = W.gate[0].ref.type;
-  const bool quant = wt == DType::Q8_0 || wt == DType::Q4_0;
+  const bool quant = reads_q8_activations(wt);
   const int n_rows = s.T * s.k;
   auto upload = [&](const HostMatrix& m, Buffer& b) {
     b = dev.create_buffer(device_matrix_bytes(m.ref), MemoryPurpose::Weights);
@@ -109,9 +109,10 @@ std::vector<float> gpu_moe(Device& dev, const MoeShape& s, const MoeWeightsHost&
   Buffer y = scratch(s.T * s.E);
   Q8Activations qh, qg, qs;
   if (quant) {
-    qh = make_q8_activations(dev, s.T, s.E);
-    qg = make_q8_activations(dev, n_rows, s.ff);
-    qs = make_q8_activations(dev, s.T, s.ff_sh);
+    const Q8Kind k = activation_kind(wt);
+    qh = make_q8_activations(dev, s.T, s.E, k);
+    qg = make_q8_activations(dev, n_rows, s.ff, k);
+    qs = make_q8_activations(dev, s.T, s.ff_sh, k);
   }
   CommandList cl(dev);
   cl.begin();
@@ -119,16 +120,16 @@ std::vector<float> gpu_moe(Device& dev, const MoeShape& s, const MoeWeightsHost&
   record_matmul(cl, dev, router, whole(hb), s.E, nullptr, s.T, whole(logits), s.NE);
   record_moe_router(cl, dev, whole(logits), s.T, s.NE, s.k, s.NE, whole(ids), whole(wts));
   record_moe_group(cl, dev, whole(ids), s.T, s.NE, s.k, whole(groups));
-  if (quant) record_quantize_q8_0(cl, dev, whole(hb), s.T, s.E, s.E, qh);
+  if (quant) record_quantize(cl, dev, whole(hb), s.T, s.E, s.E, qh);
   record_matmul_experts(cl, dev, eg, whole(hb), s.E, &qh, whole(groups), true, whole(G), s.ff);
   record_matmul_experts(cl, dev, eu, whole(hb), s.E, &qh, whole(groups), true, whole(U), s.ff);
   record_swiglu(cl, dev, whole(G), whole(U), n_rows, s.ff, s.ff);
-  if (quant) record_quantize_q8_0(cl, dev, whole(G), n_rows, s.ff, s.ff, qg);
+  if (quant) record_quantize(cl, dev, whole(G), n_rows, s.ff, s.ff, qg);
   record_matmul_experts(cl, dev, ed, whole(G), s.ff, &qg, whole(groups), false, whole(D), s.E);
   record_matmul(cl, dev, sg, whole(hb), s.E, &qh, s.T, whole(GS), s.ff_sh);
   record_matmul(cl, dev, su, whole(hb), s.E, &qh, s.T, whole(US), s.ff_sh);
   record_swiglu(cl, dev, whole(GS), whole(US), s.T, s.ff_sh, s.ff_sh);
-  if (quant) record_quantize_q8_0(cl, dev, whole(GS), s.T, s.ff_sh, s.ff_sh, qs);
+  if (quant) record_quantize(cl, dev, whole(GS), s.T, s.ff_sh, s.ff_sh, qs);
   record_matmul(cl, dev, sd, whole(GS), s.ff_sh, &qs, s.T, whole(DS), s.E);
   record_matmul(cl, dev, gate_inp, whole(hb), s.E, nullptr, s.T, whole(gamma), 1);
   record_moe_combine(cl, dev, whole(D), whole(DS), whole(wts), whole(groups), whole(gamma), 1, s.T, s.NE, s.k, s.E,
@@ -139,8 +140,9 @@ std::vector<float> gpu_moe(Device& dev, const MoeShape& s, const MoeWeightsHost&
   return from_device<float>(dev, y, static_cast<size_t>(s.T) * s.E);
 }
 
+// The K-quants and IQ4_XS need rows of whole super-blocks: a wider, shallower layer for them.
 void check_moe(Device& dev, DType wt, double tolerance) {
-  const MoeShape s{64, 16, 4, 32, 64, 7};
+  const MoeShape s = dtype_block_size(wt) == 256 ? MoeShape{256, 8, 2, 256, 256, 5} : MoeShape{64, 16, 4, 32, 64, 7};
   uint32_t seed = 300;
   MoeWeightsHost W;
   W.router = random_matrix(DType::F32, s.NE, s.E, seed++, 1.0f);
@@ -170,6 +172,16 @@ TEST_F(MoeTest, LayerF32MatchesTheCpuComposition) { check_moe(dev(), DType::F32,
 TEST_F(MoeTest, LayerF16MatchesTheCpuComposition) { check_moe(dev(), DType::F16, 1e-7); }
 TEST_F(MoeTest, LayerQ8_0MatchesTheCpuComposition) { check_moe(dev(), DType::Q8_0, 5e-4); }
 TEST_F(MoeTest, LayerQ4_0MatchesTheCpuComposition) { check_moe(dev(), DType::Q4_0, 5e-4); }
+// The activations are quantised as the CPU quantises them (Q8_K for the K-quants and IQ4_XS,
+// Q8_1 for Q4_1 / Q5_1), so the Q4_0 bound holds.
+TEST_F(MoeTest, LayerQ4_KMatchesTheCpuComposition) { check_moe(dev(), DType::Q4_K, 5e-4); }
+TEST_F(MoeTest, LayerQ5_KMatchesTheCpuComposition) { check_moe(dev(), DType::Q5_K, 5e-4); }
+TEST_F(MoeTest, LayerQ6_KMatchesTheCpuComposition) { check_moe(dev(), DType::Q6_K, 5e-4); }
+TEST_F(MoeTest, LayerIQ4_XSMatchesTheCpuComposition) { check_moe(dev(), DType::IQ4_XS, 5e-4); }
+TEST_F(MoeTest, LayerQ4_1MatchesTheCpuComposition) { check_moe(dev(), DType::Q4_1, 5e-4); }
+TEST_F(MoeTest, LayerQ5_0MatchesTheCpuComposition) { check_moe(dev(), DType::Q5_0, 5e-4); }
+TEST_F(MoeTest, LayerQ5_1MatchesTheCpuComposition) { check_moe(dev(), DType::Q5_1, 5e-4); }
+TEST_F(MoeTest, LayerIQ4_NLMatchesTheCpuComposition) { check_moe(dev(), DType::IQ4_NL, 5e-4); }
 
 TEST_F(MoeTest, SwigluMatchesTheReference) {
   const int64_t rows = 3, n = 77, stride = 80;

@@ -7,7 +7,18 @@
 namespace clover::vulkan {
 
 bool device_supports(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0: case DType::Q4_1:
+    case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string_view device_supported_list() {
+  return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS";
 }
 
 namespace {
@@ -45,9 +56,9 @@ class Uploader {
  private:
   static void check(DType t, const std::string& what) {
     if (!device_supports(t))
-      throw VulkanError(fmt::format("{} is {}: the Vulkan backend has matmul shaders for F32, F16, BF16, Q8_0 and Q4_0 "
-                                    "only (run this file with --device cpu)",
-                                    what, dtype_name(t)));
+      throw VulkanError(fmt::format("{} is {}: the Vulkan backend has matmul shaders for {} only (run this file "
+                                    "with --device cpu)",
+                                    what, dtype_name(t), device_supported_list()));
   }
   Buffer& make(uint64_t bytes) {
     w_.buffers.push_back(std::make_unique<Buffer>(dev_.create_buffer(std::max<uint64_t>(bytes, 4), MemoryPurpose::Weights)));

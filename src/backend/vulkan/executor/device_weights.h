@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/vulkan/moe_ops.h"
@@ -44,8 +45,10 @@ struct DeviceWeights {
   uint64_t bytes = 0;  // allocated for weights
 };
 
-// Whether the backend has matmul shaders for matrices of this type (F32, F16, BF16, Q8_0, Q4_0).
+// Whether the backend has matmul shaders for matrices of this type (device_supported_list()).
 bool device_supports(DType t);
+// The types device_supports accepts, for messages.
+std::string_view device_supported_list();
 
 // Uploads the weights; progress(done, total) in bytes after each tensor. Throws VulkanError naming
 // the first tensor whose type has no shader.

@@ -23,8 +23,10 @@ using model::ModelError;
 namespace {
 
 uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
-bool quantised(const DeviceMatrix& m) { return reads_q8_activations(m.type); }
-bool quantised(const DeviceExperts& m) { return reads_q8_activations(m.type); }
+// The activation kinds products with these weights read (VulkanExecutor::quantize).
+unsigned need(DType t) { return reads_q8_activations(t) ? 1u << static_cast<int>(activation_kind(t)) : 0u; }
+unsigned need(const DeviceMatrix& m) { return need(m.type); }
+unsigned need(const DeviceExperts& m) { return need(m.type); }
 
 }  // namespace
 
@@ -219,21 +221,26 @@ void VulkanExecutor::run(std::span<Pass> passes) {
   run_stacked(passes);
 }
 
-const Q8Activations* VulkanExecutor::quantize(bool needed, BufferRange x, int64_t n_rows, int64_t cols, int64_t x_stride) {
-  if (!needed) return nullptr;
-  auto it = q8_.find(cols);
-  if (it == q8_.end()) {
-    // The widest use of each width: expert rows (B * k) for the expert FFN width, B otherwise.
-    const int64_t max_rows = static_cast<int64_t>(max_batch_) * std::max(1, hp_.n_expert_used);
-    it = q8_.emplace(cols, make_q8_activations(*dev_, max_rows, cols)).first;
+VulkanExecutor::QuantActs VulkanExecutor::quantize(unsigned needed, BufferRange x, int64_t n_rows, int64_t cols,
+                                                   int64_t x_stride) {
+  QuantActs q;
+  for (int k = 0; k < 3; ++k) {
+    if (!(needed & (1u << k))) continue;
+    auto it = q8_.find({cols, k});
+    if (it == q8_.end()) {
+      // The widest use of each width: expert rows (B * k) for the expert FFN width, B otherwise.
+      const int64_t max_rows = static_cast<int64_t>(max_batch_) * std::max(1, hp_.n_expert_used);
+      it = q8_.emplace(std::make_pair(cols, k), make_q8_activations(*dev_, max_rows, cols, static_cast<Q8Kind>(k))).first;
+    }
+    record_quantize(*rec_, *dev_, x, n_rows, cols, x_stride, it->second);
+    q.kinds[k] = &it->second;
   }
-  record_quantize_q8_0(*rec_, *dev_, x, n_rows, cols, x_stride, it->second);
-  return &it->second;
+  return q;
 }
 
-void VulkanExecutor::matmul(const DeviceMatrix& w, BufferRange x, int64_t x_stride, const Q8Activations* q8, int64_t n_rows,
+void VulkanExecutor::matmul(const DeviceMatrix& w, BufferRange x, int64_t x_stride, const QuantActs& q8, int64_t n_rows,
                             BufferRange y, int64_t y_stride) {
-  record_matmul(*rec_, *dev_, w, x, x_stride, quantised(w) ? q8 : nullptr, n_rows, y, y_stride);
+  record_matmul(*rec_, *dev_, w, x, x_stride, q8.for_type(w.type), n_rows, y, y_stride);
 }
 
 void VulkanExecutor::run_stacked(std::span<Pass> passes) {
@@ -352,8 +359,7 @@ void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vecto
   Scratch& s = *s_;
   const DeviceLayer& L = w_.layers[il];
   const int64_t E = hp_.n_embd, C = hp_.gdn_qkv_dim(), Hk = hp_.gdn_k_heads, Hv = hp_.gdn_v_heads, d = hp_.gdn_head_dim;
-  const Q8Activations* q8 =
-      quantize(quantised(L.qkv) || quantised(L.gate) || quantised(L.beta) || quantised(L.alpha), whole(s.h), N, E, s.sE);
+  const QuantActs q8 = quantize(need(L.qkv) | need(L.gate) | need(L.beta) | need(L.alpha), whole(s.h), N, E, s.sE);
   matmul(L.qkv, whole(s.h), s.sE, q8, N, whole(s.qkv), s.sC);
   matmul(L.gate, whole(s.h), s.sE, q8, N, whole(s.z), s.sO);
   matmul(L.beta, whole(s.h), s.sE, q8, N, whole(s.beta), s.sHv);
@@ -386,7 +392,7 @@ void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vecto
   bool any_reverse = false;
   for (const Pass& p : passes) any_reverse |= p.kind == PassKind::Denoise && p.reverse_path;
   if (any_reverse) {
-    const Q8Activations* q8r = quantize(quantised(L.rev_beta) || quantised(L.rev_alpha), whole(s.h), N, E, s.sE);
+    const QuantActs q8r = quantize(need(L.rev_beta) | need(L.rev_alpha), whole(s.h), N, E, s.sE);
     matmul(L.rev_beta, whole(s.h), s.sE, q8r, N, whole(s.rev_beta), s.sHv);
     matmul(L.rev_alpha, whole(s.h), s.sE, q8r, N, whole(s.rev_alpha), s.sHv);
     for (size_t i = 0; i < passes.size(); ++i) {
@@ -400,7 +406,7 @@ void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vecto
   const NormShape gated{d, N, Hv, s.sO, d, s.sO, d};
   record_rms_norm(*rec_, *dev_, gated, NormMode::Gated, hp_.rms_eps, 1.0f, whole(s.o), whole(*L.norm), whole(s.z),
                   whole(s.o));
-  const Q8Activations* q8o = quantize(quantised(L.out), whole(s.o), N, Hv * d, s.sO);
+  const QuantActs q8o = quantize(need(L.out), whole(s.o), N, Hv * d, s.sO);
   matmul(L.out, whole(s.o), s.sO, q8o, N, whole(s.y), s.sE);
 }
 
@@ -408,7 +414,7 @@ void VulkanExecutor::record_attention(int il, std::span<Pass> passes, const std:
   Scratch& s = *s_;
   const DeviceLayer& L = w_.layers[il];
   const int64_t E = hp_.n_embd, hd = hp_.head_dim, nh = hp_.n_head, nkv = hp_.n_head_kv;
-  const Q8Activations* q8 = quantize(quantised(L.q) || quantised(L.k) || quantised(L.v), whole(s.h), N, E, s.sE);
+  const QuantActs q8 = quantize(need(L.q) | need(L.k) | need(L.v), whole(s.h), N, E, s.sE);
   matmul(L.q, whole(s.h), s.sE, q8, N, whole(s.qg), s.sQG);
   matmul(L.k, whole(s.h), s.sE, q8, N, whole(s.k), s.sKV);
   matmul(L.v, whole(s.h), s.sE, q8, N, whole(s.v), s.sKV);
@@ -446,7 +452,7 @@ void VulkanExecutor::record_attention(int il, std::span<Pass> passes, const std:
   ElementwiseShape gate{nh * hd, N, s.sQ, s.sQG};
   gate.seg = hd, gate.x_seg = 2 * hd, gate.x_off = hd;
   record_elementwise(*rec_, *dev_, Elementwise::MulSigmoid, gate, whole(s.qg), whole(s.attn));
-  const Q8Activations* q8o = quantize(quantised(L.o), whole(s.attn), N, nh * hd, s.sQ);
+  const QuantActs q8o = quantize(need(L.o), whole(s.attn), N, nh * hd, s.sQ);
   matmul(L.o, whole(s.attn), s.sQ, q8o, N, whole(s.y), s.sE);
 }
 
@@ -456,27 +462,28 @@ void VulkanExecutor::record_moe(int il, int N) {
   const int64_t E = hp_.n_embd, NE = hp_.n_expert, k = hp_.n_expert_used, ff = hp_.n_ff_exp, fs = hp_.n_ff_shexp;
   const BufferRange router{&s.router, s.router_slice * il, s.router_slice};
   const BufferRange ids{&s.ids, s.ids_slice * il, s.ids_slice};
-  const Q8Activations* q8 =
-      quantize(quantised(L.router) || quantised(L.shared_gate_inp) || quantised(L.shared_gate) || quantised(L.shared_up) ||
-                   quantised(L.gate_exps) || quantised(L.up_exps),
+  const QuantActs q8 =
+      quantize(need(L.router) | need(L.shared_gate_inp) | need(L.shared_gate) | need(L.shared_up) |
+                   need(L.gate_exps) | need(L.up_exps),
                whole(s.h), N, E, s.sE);
   matmul(L.router, whole(s.h), s.sE, q8, N, router, s.sNE);
   record_moe_router(*rec_, *dev_, router, N, NE, k, s.sNE, ids, whole(s.wts));
   record_moe_group(*rec_, *dev_, ids, N, NE, k, whole(s.groups));
   // The routed experts: gate and up read each routed row's token; down reads the routed rows.
-  record_matmul_experts(*rec_, *dev_, L.gate_exps, whole(s.h), s.sE, quantised(L.gate_exps) ? q8 : nullptr, whole(s.groups),
+  record_matmul_experts(*rec_, *dev_, L.gate_exps, whole(s.h), s.sE, q8.for_type(L.gate_exps.type), whole(s.groups),
                         true, whole(s.g), s.sFF);
-  record_matmul_experts(*rec_, *dev_, L.up_exps, whole(s.h), s.sE, quantised(L.up_exps) ? q8 : nullptr, whole(s.groups), true,
+  record_matmul_experts(*rec_, *dev_, L.up_exps, whole(s.h), s.sE, q8.for_type(L.up_exps.type), whole(s.groups), true,
                         whole(s.u), s.sFF);
   // The shared expert and its gate, from the same quantised input.
   matmul(L.shared_gate, whole(s.h), s.sE, q8, N, whole(s.gs), s.sFS);
   matmul(L.shared_up, whole(s.h), s.sE, q8, N, whole(s.us), s.sFS);
   matmul(L.shared_gate_inp, whole(s.h), s.sE, q8, N, whole(s.gamma), 1);
   record_swiglu(*rec_, *dev_, whole(s.g), whole(s.u), N * k, ff, s.sFF);
-  const Q8Activations* q8g = quantize(quantised(L.down_exps), whole(s.g), N * k, ff, s.sFF);
-  record_matmul_experts(*rec_, *dev_, L.down_exps, whole(s.g), s.sFF, q8g, whole(s.groups), false, whole(s.d), E);
+  const QuantActs q8g = quantize(need(L.down_exps), whole(s.g), N * k, ff, s.sFF);
+  record_matmul_experts(*rec_, *dev_, L.down_exps, whole(s.g), s.sFF, q8g.for_type(L.down_exps.type), whole(s.groups),
+                        false, whole(s.d), E);
   record_swiglu(*rec_, *dev_, whole(s.gs), whole(s.us), N, fs, s.sFS);
-  const Q8Activations* q8s = quantize(quantised(L.shared_down), whole(s.gs), N, fs, s.sFS);
+  const QuantActs q8s = quantize(need(L.shared_down), whole(s.gs), N, fs, s.sFS);
   matmul(L.shared_down, whole(s.gs), s.sFS, q8s, N, whole(s.ds), E);
   record_moe_combine(*rec_, *dev_, whole(s.d), whole(s.ds), whole(s.wts), whole(s.groups), whole(s.gamma), 1, N, NE, k, E,
                      whole(s.y), s.sE);
@@ -514,7 +521,7 @@ void VulkanExecutor::run_head(std::span<Pass> passes, const std::vector<int>& ro
                       whole(*w_.output_norm), whole(*w_.output_norm), rows(s.hsel, static_cast<int64_t>(a), s.sE));
       a = b;
     }
-    const Q8Activations* q8 = quantize(quantised(w_.output), whole(s.hsel), static_cast<int64_t>(n), E, s.sE);
+    const QuantActs q8 = quantize(need(w_.output), whole(s.hsel), static_cast<int64_t>(n), E, s.sE);
     matmul(w_.output, whole(s.hsel), s.sE, q8, static_cast<int64_t>(n), whole(s.logits), V);
     if (k > 0) record_select_top(*rec_, *dev_, whole(s.logits), static_cast<int64_t>(n), V, V, k, whole(s.top));
     rec_->end();

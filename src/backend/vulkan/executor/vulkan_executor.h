@@ -72,10 +72,18 @@ class VulkanExecutor final : public backend::Executor {
   void record_attention(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
   void record_moe(int il, int N);
   void run_head(std::span<backend::Pass> passes, const std::vector<int>& row0);
-  // Quantises `rows` rows of x (cols wide) to Q8_0 once for all the products that read it, when
-  // any of them has quantised weights; nullptr when they all read floats.
-  const Q8Activations* quantize(bool needed, BufferRange x, int64_t rows, int64_t cols, int64_t stride);
-  void matmul(const DeviceMatrix& w, BufferRange x, int64_t stride, const Q8Activations* q8, int64_t rows, BufferRange y,
+  // Activation rows quantised once for all the block-type products that read them, in each kind
+  // (activation_kind: Q8_0, Q8_1, Q8_K) some product needs (a file may mix them on one input;
+  // need(): bit 1 << kind).
+  struct QuantActs {
+    const Q8Activations* kinds[3] = {};
+    // The activations products with `t` weights read (nullptr for float weights).
+    const Q8Activations* for_type(DType t) const {
+      return reads_q8_activations(t) ? kinds[static_cast<int>(activation_kind(t))] : nullptr;
+    }
+  };
+  QuantActs quantize(unsigned needed, BufferRange x, int64_t rows, int64_t cols, int64_t stride);
+  void matmul(const DeviceMatrix& w, BufferRange x, int64_t stride, const QuantActs& q8, int64_t rows, BufferRange y,
               int64_t y_stride);
   // Floats per row of a scratch matrix of n columns, so every row starts at a bindable offset.
   int64_t stride(int64_t n) const;
@@ -92,7 +100,7 @@ class VulkanExecutor final : public backend::Executor {
   std::unique_ptr<CommandList> cl_, head_cl_;
   uint32_t cl_capacity_ = 0;
   CommandList* rec_ = nullptr;  // the list being recorded
-  std::map<int64_t, Q8Activations> q8_;
+  std::map<std::pair<int64_t, int>, Q8Activations> q8_;  // by (columns, kind)
   std::FILE* routing_trace_ = nullptr;
 };
 

@@ -2,7 +2,10 @@
 // y = W x for a chunk of weight rows: the twin of kernels::matmul_ref (src/kernels/matmul.h)
 // and, with EXPERTS, of kernels::matmul_selected as the MoE layer uses it (model/moe.cpp). One
 // variant per weight type: WTYPE_F32, WTYPE_F16, WTYPE_BF16 (widened with a shift: no device
-// bf16 support needed), WTYPE_Q8_0, WTYPE_Q4_0.
+// bf16 support needed), the blocks of 32 WTYPE_Q8_0, WTYPE_Q4_0, WTYPE_Q4_1, WTYPE_Q5_0,
+// WTYPE_Q5_1, WTYPE_IQ4_NL and the super-blocks of 256 WTYPE_Q4_K, WTYPE_Q5_K, WTYPE_Q6_K,
+// WTYPE_IQ4_XS (layouts: kernels/dtype.h; read from the raw bytes, which need not be word
+// aligned: 20-, 22-, 210-byte blocks).
 //
 // Dense grid: x = output row within the chunk (the host splits W into chunks that fit one
 // binding and 65,535 workgroups), y = tile of 8 activation rows.
@@ -17,8 +20,11 @@
 //
 // Activations are rounded as the CPU rounds them: F16 / BF16 weights see fp16- / bf16-rounded
 // activations;
-// Q8_0/Q4_0 weights see Q8_0 blocks made by quantize_q8_0_activation.comp (integer products per
-// block, then d_w * d_x * sum as float).
+// quantised weights see the activation blocks the CPU gives them (ops.h, activation_kind): Q8_0
+// from quantize_q8_0_activation.comp; Q8_1 (Q4_1, Q5_1: Q8_0 plus s = fp16(d x sum of the
+// quants), for the offset term m_w * s); Q8_K from quantize_q8_k_activation.comp (K-quants,
+// IQ4_XS: one scale per 256, stored per block of 32 as Q8_0's). Integer products per block of
+// 32, then d_w * d_x * sum as float (plus the offset term for the types with one).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -49,6 +55,16 @@ layout(push_constant) uniform Push {
   uint expert_stride; // EXPERTS: bytes between experts' matrices
   uint gather;        // EXPERTS: 1: activation row = token of the routed row; 0: the routed row
 } p;
+
+#if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
+#define Q8_1_ACTS 1  // Q8_1 activations: xs holds (d, s) per block, s = fp16(d x sum of the quants)
+#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+#define HAS_MIN 1  // value = dw * q + mw: the mw term needs the sums of the activation quants
+#endif
+#if defined(WTYPE_IQ4_NL) || defined(WTYPE_IQ4_XS)
+// IQ4_NL's 16 levels (kernels::kIq4nlValues: part of the file format).
+const int kIq4nl[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+#endif
 
 const uint WG = 64;
 const uint TILE = 8;
@@ -83,32 +99,138 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
 #else
   const uint nb = p.cols / 32u;
   for (uint b = tid; b < nb; b += WG) {
+    // Sub-block b of 32 values as integers q[] with value = dw * q + mw (mw = 0 for the
+    // symmetric types); sub-block scales of the K-quants and IQ4_XS are folded into q[] (exact:
+    // |q| x 32 x 127 stays below 2^24, so the integer sums convert to float exactly).
+    int q[32];
+    float dw, mw = 0.0;
 #if defined(WTYPE_Q8_0)
     const uint boff = row_off + b * 34u;
-#else
-    const uint boff = row_off + b * 18u;
-#endif
-    const float dw = f16_to_f32(U16_AT(w, boff));
-    int q[32];
-#if defined(WTYPE_Q8_0)
+    dw = f16_to_f32(U16_AT(w, boff));
     for (uint j = 0; j < 32u; ++j) q[j] = int(BYTE_AT(w, boff + 2u + j) << 24) >> 24;
-#else
+#elif defined(WTYPE_Q4_0) || defined(WTYPE_IQ4_NL)
+    const uint boff = row_off + b * 18u;
+    dw = f16_to_f32(U16_AT(w, boff));
     for (uint j = 0; j < 16u; ++j) {
       const uint byte = BYTE_AT(w, boff + 2u + j);
+#if defined(WTYPE_Q4_0)
       q[j] = int(byte & 15u) - 8;        // low nibbles: values 0..15
       q[j + 16u] = int(byte >> 4) - 8;   // high nibbles: values 16..31
+#else
+      q[j] = kIq4nl[byte & 15u];
+      q[j + 16u] = kIq4nl[byte >> 4];
+#endif
     }
+#elif defined(WTYPE_Q4_1)
+    const uint boff = row_off + b * 20u;
+    dw = f16_to_f32(U16_AT(w, boff));
+    mw = f16_to_f32(U16_AT(w, boff + 2u));
+    for (uint j = 0; j < 16u; ++j) {
+      const uint byte = BYTE_AT(w, boff + 4u + j);
+      q[j] = int(byte & 15u);
+      q[j + 16u] = int(byte >> 4);
+    }
+#elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
+#if defined(WTYPE_Q5_0)
+    const uint boff = row_off + b * 22u, qh_off = boff + 2u;
+#else
+    const uint boff = row_off + b * 24u, qh_off = boff + 4u;
+    mw = f16_to_f32(U16_AT(w, boff + 2u));
+#endif
+    dw = f16_to_f32(U16_AT(w, boff));
+    const uint qh = U16_AT(w, qh_off) | (U16_AT(w, qh_off + 2u) << 16);  // bit j: bit 4 of value j
+    for (uint j = 0; j < 16u; ++j) {
+      const uint byte = BYTE_AT(w, qh_off + 4u + j);
+      q[j] = int((byte & 15u) | (((qh >> j) & 1u) << 4));
+      q[j + 16u] = int((byte >> 4) | (((qh >> (j + 16u)) & 1u) << 4));
+#if defined(WTYPE_Q5_0)
+      q[j] -= 16;
+      q[j + 16u] -= 16;
+#endif
+    }
+#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+    // Super-block b / 8, sub-block j = b % 8: value = d * sc_j * q - dmin * m_j (kquant.h).
+#if defined(WTYPE_Q4_K)
+    const uint soff = row_off + (b >> 3) * 144u, qs_off = soff + 16u;
+#else
+    const uint soff = row_off + (b >> 3) * 176u, qs_off = soff + 48u;
+#endif
+    const uint j = b & 7u;
+    uint sc, mn;
+    if (j < 4u) {
+      sc = BYTE_AT(w, soff + 4u + j) & 63u;
+      mn = BYTE_AT(w, soff + 8u + j) & 63u;
+    } else {
+      const uint s4 = BYTE_AT(w, soff + 8u + j);
+      sc = (s4 & 15u) | ((BYTE_AT(w, soff + j) >> 6) << 4);
+      mn = (s4 >> 4) | ((BYTE_AT(w, soff + 4u + j) >> 6) << 4);
+    }
+    dw = f16_to_f32(U16_AT(w, soff));
+    mw = -f16_to_f32(U16_AT(w, soff + 2u)) * float(mn);
+    // Chunk j / 2 of 64 values: 32 bytes, low nibbles for even j, high for odd.
+    const uint qbase = qs_off + 32u * (j >> 1), shift = 4u * (j & 1u);
+    for (uint l = 0; l < 32u; ++l) {
+      uint v = (BYTE_AT(w, qbase + l) >> shift) & 15u;
+#if defined(WTYPE_Q5_K)
+      v |= ((BYTE_AT(w, soff + 16u + l) >> j) & 1u) << 4;  // bit j of qh[l]
+#endif
+      q[l] = int(sc * v);
+    }
+#elif defined(WTYPE_Q6_K)
+    // Super-block b / 8 (210 bytes: ql[128], qh[64], scales[16], d); sub-block j = b % 8 is
+    // group g = j % 4 of half h = j / 2 (kquant.h, q6_k_value); int8 scale per 16 values.
+    const uint soff = row_off + (b >> 3) * 210u, j = b & 7u, h = j >> 2, g = j & 3u;
+    dw = f16_to_f32(U16_AT(w, soff + 208u));
+    const int sc0 = int(BYTE_AT(w, soff + 192u + 2u * j) << 24) >> 24;
+    const int sc1 = int(BYTE_AT(w, soff + 193u + 2u * j) << 24) >> 24;
+    const uint ql_off = soff + 64u * h + 32u * (g & 1u), lshift = 4u * (g >> 1);
+    const uint qh_off = soff + 128u + 32u * h;
+    for (uint l = 0; l < 32u; ++l) {
+      const uint v = ((BYTE_AT(w, ql_off + l) >> lshift) & 15u) | (((BYTE_AT(w, qh_off + l) >> (2u * g)) & 3u) << 4);
+      q[l] = (l < 16u ? sc0 : sc1) * (int(v) - 32);
+    }
+#elif defined(WTYPE_IQ4_XS)
+    // Super-block b / 8 (136 bytes: d, scales_h, scales_l[4], qs[128]); sub-block j = b % 8 has
+    // the 6-bit scale ls - 32 and its 16 bytes of table indices at qs[16 j].
+    const uint soff = row_off + (b >> 3) * 136u, j = b & 7u;
+    dw = f16_to_f32(U16_AT(w, soff));
+    const uint ls = ((BYTE_AT(w, soff + 4u + (j >> 1)) >> (4u * (j & 1u))) & 15u) | (((U16_AT(w, soff + 2u) >> (2u * j)) & 3u) << 4);
+    const int sc = int(ls) - 32;
+    const uint qbase = soff + 8u + 16u * j;
+    for (uint l = 0; l < 16u; ++l) {
+      const uint byte = BYTE_AT(w, qbase + l);
+      q[l] = sc * kIq4nl[byte & 15u];
+      q[l + 16u] = sc * kIq4nl[byte >> 4];
+    }
+#else
+#error "matmul.comp: unknown WTYPE"
 #endif
     for (uint r = 0; r < TILE; ++r) {
       if (r >= nr) break;
       const uint xb = (act[r] * nb + b) * 8u;
       int s = 0;
+#if defined(HAS_MIN)
+      int sx = 0;  // the sum of the activation quants (for the mw term)
+#endif
       for (uint k = 0; k < 8u; ++k) {
         const int word = int(x[xb + k]);
-        s += q[4u * k] * bitfieldExtract(word, 0, 8) + q[4u * k + 1u] * bitfieldExtract(word, 8, 8) +
-             q[4u * k + 2u] * bitfieldExtract(word, 16, 8) + q[4u * k + 3u] * bitfieldExtract(word, 24, 8);
+        const int x0 = bitfieldExtract(word, 0, 8), x1 = bitfieldExtract(word, 8, 8);
+        const int x2 = bitfieldExtract(word, 16, 8), x3 = bitfieldExtract(word, 24, 8);
+        s += q[4u * k] * x0 + q[4u * k + 1u] * x1 + q[4u * k + 2u] * x2 + q[4u * k + 3u] * x3;
+#if defined(HAS_MIN)
+        sx += x0 + x1 + x2 + x3;
+#endif
       }
-      acc[r] += float(s) * (dw * xs[act[r] * nb + b]);
+#if defined(Q8_1_ACTS)
+      const uint xi = 2u * (act[r] * nb + b);
+      acc[r] += float(s) * (dw * xs[xi]) + mw * xs[xi + 1u];
+#elif defined(HAS_MIN)
+      const float dx = xs[act[r] * nb + b];
+      acc[r] += float(s) * (dw * dx) + float(sx) * (mw * dx);
+#else
+      const float dx = xs[act[r] * nb + b];
+      acc[r] += float(s) * (dw * dx);
+#endif
     }
   }
 #endif

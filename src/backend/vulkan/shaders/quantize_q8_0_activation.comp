@@ -3,7 +3,9 @@
 // kernels::quantize_row_q8_0_activation (src/kernels/convert.h). Per block of 32:
 // d = fp16(amax / 127), id = amax ? 127 / amax : 0, q = round-half-even(x * id).
 // One invocation per block. Output layout (matmul.comp reads it): q as [rows][nb][8] words of
-// four int8 each, the scale fp16(d) widened to float as [rows][nb].
+// four int8 each, the scale fp16(d) widened to float as [rows][nb]. With Q8_1 (twin:
+// kernels::quantize_row_q8_1_activation) the scales are [rows][nb][2]: fp16(d) and
+// s = fp16(amax / 127 x the sum of the quants), the offset term of Q4_1 / Q5_1 products.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -26,7 +28,12 @@ void main() {
   const uint base = r * p.x_stride + b * 32u;
   float amax = 0.0;
   for (uint j = 0; j < 32u; ++j) amax = max(amax, abs(x[base + j]));
+#if defined(Q8_1)
+  d[2u * g] = f16_to_f32(f32_to_f16(amax / 127.0));
+  int sum = 0;
+#else
   d[g] = f16_to_f32(f32_to_f16(amax / 127.0));
+#endif
   // amax below ~1e-38 makes 127 / amax overflow; the CPU's x86 conversion then saturates: the
   // values are all (near) zero, so their quants are 0 or -128 there and 0 here (see the test).
   const float id = amax != 0.0 ? 127.0 / amax : 0.0;
@@ -35,7 +42,13 @@ void main() {
     for (uint j = 0; j < 4u; ++j) {
       const int v = int(clamp(roundEven(x[base + 4u * k + j] * id), -128.0, 127.0));
       word |= (uint(v) & 0xffu) << (8u * j);
+#if defined(Q8_1)
+      sum += v;
+#endif
     }
     q[g * 8u + k] = word;
   }
+#if defined(Q8_1)
+  d[2u * g + 1u] = f16_to_f32(f32_to_f16(amax / 127.0 * float(sum)));
+#endif
 }
