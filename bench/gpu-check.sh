@@ -202,29 +202,30 @@ EOF
 
   # Speed: AR, the denoising pass against the AR step, block diffusion.
   if ((LOCAL)); then
-    models=("tiny:--preset tiny --type q4_0:-p 32 -n 8 -r 1")
+    models=("tiny:q4_0:-p 32 -n 8 -r 1")
   else
-    models=("slice:--preset slice --type q4_0:-p 512 -n 128 -r 3" "clover-35b:--preset clover-35b --type q4_0:-p 512 -n 128 -r 2")
+    # The slice in Q4_K_M too: the K-quant shaders on a real card (the files people download).
+    models=("slice:q4_0:-p 512 -n 128 -r 3" "clover-35b:q4_0:-p 512 -n 128 -r 2" "slice:Q4_K_M:-p 512 -n 128 -r 2")
   fi
-  local m name synth_args bench_args need
+  local m name type bench_args need
   for m in "${models[@]}"; do
-    IFS=: read -r name synth_args bench_args <<< "$m"
+    IFS=: read -r name type bench_args <<< "$m"
     need=$([ "$name" = clover-35b ] && echo 240 || echo 60)
-    if ! fits "$need"; then row "$name Q4_0" "skipped: the time budget"; continue; fi
-    local file="${TMPDIR:-/tmp}/gpu-check-$name-q4_0.gguf"  # not under $OUT: it would travel back
+    if ! fits "$need"; then row "$name $type" "skipped: the time budget"; continue; fi
+    local file="${TMPDIR:-/tmp}/gpu-check-$name-$type.gguf"  # not under $OUT: it would travel back
     local t0=$(date +%s)
     # shellcheck disable=SC2086
-    [ -f "$file" ] || "$CLOVER" synth $synth_args --seed 35 -q "$file" > "$OUT/synth-$name.log" 2>&1 \
-      || { FAILURES=$((FAILURES + 1)); row "$name Q4_0" "synth failed: $(tail -1 "$OUT/synth-$name.log")"; continue; }
-    row "$name Q4_0 file" "$(du -h "$file" | cut -f1), written in $(($(date +%s) - t0)) s"
+    [ -f "$file" ] || "$CLOVER" synth --preset "$name" --type "$type" --seed 35 -q "$file" > "$OUT/synth-$name-$type.log" 2>&1 \
+      || { FAILURES=$((FAILURES + 1)); row "$name $type" "synth failed: $(tail -1 "$OUT/synth-$name-$type.log")"; continue; }
+    row "$name $type file" "$(du -h "$file" | cut -f1), written in $(($(date +%s) - t0)) s"
     # shellcheck disable=SC2086
     if timeout "$(left 100000)" "$CLOVER" bench -m "$file" --device "$device" \
-        $bench_args --mode ar,diffusion -t "$threads" --json -q > "$OUT/bench-$name.json" 2> "$OUT/bench-$name.log"; then
-      row "$name Q4_0 on $device" "$(bench_row "$name" "$OUT/bench-$name.json")"
-      row "$name device memory" "$(grep -m1 -o 'device memory.*' "$OUT/bench-$name.log" || echo 'not reported')"
+        $bench_args --mode ar,diffusion -t "$threads" --json -q > "$OUT/bench-$name-$type.json" 2> "$OUT/bench-$name-$type.log"; then
+      row "$name $type on $device" "$(bench_row "$name" "$OUT/bench-$name-$type.json")"
+      row "$name $type device memory" "$(grep -m1 -o 'device memory.*' "$OUT/bench-$name-$type.log" || echo 'not reported')"
     else
       FAILURES=$((FAILURES + 1))
-      row "$name Q4_0 on $device" "bench failed or ran out of time: $(tail -2 "$OUT/bench-$name.log" | tr '\n' ' ')"
+      row "$name $type on $device" "bench failed or ran out of time: $(tail -2 "$OUT/bench-$name-$type.log" | tr '\n' ' ')"
     fi
     if ((LOCAL)); then rm -f "$file"; fi
   done

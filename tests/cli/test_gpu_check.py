@@ -35,7 +35,7 @@ class GpuCheck(unittest.TestCase):
             for t in ("vulkan_ops_test", "vulkan_executor_test", "vulkan_denoise_test"):
                 line = next(l for l in table.splitlines() if l.startswith(f"| {t} "))
                 self.assertRegex(line, r"\| [1-9]\d* passed, 0 failed", line)
-            self.assertRegex(table, r"tiny Q4_0 on vulkan:0 \| pp32 ar [0-9.]+ t/s; tg8 ar [0-9.]+ t/s.*tg8 diffusion "
+            self.assertRegex(table, r"tiny q4_0 on vulkan:0 \| pp32 ar [0-9.]+ t/s; tg8 ar [0-9.]+ t/s.*tg8 diffusion "
                                     r"[0-9.]+ t/s.*denoising pass [0-9.]+ ms = [0-9.]+ AR steps")
             self.assertIn("mat-vec Q4_0 4096 x 2048", table)
             with open(os.path.join(tmp, "pack", "MANIFEST")) as f:
