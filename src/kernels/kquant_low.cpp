@@ -202,7 +202,7 @@ void quantize_q3_k_block(const float* x, BlockQ3_K& y) {
     if (std::fabs(s[j]) > amax) amax = std::fabs(s[j]), vmax = s[j];
   }
   // The largest sub-block scale maps to -32 (the 6-bit scales reach one further below zero).
-  uint16_t dh = fp32_to_fp16(vmax / -32.0f);
+  uint16_t dh = fp32_to_fp16(amax > 0 ? vmax / -32.0f : 0.0f);  // (+0 for a block of zeros, as ggml writes)
   int8_t sc[16], q[256];
   double err = q3_pick_scales(x, s, fp16_to_fp32(dh), sc, q);
   for (int iter = 0; iter < 2; ++iter) {
