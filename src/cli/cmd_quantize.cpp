@@ -19,7 +19,7 @@ Runner add_quantize_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("quantize", "quantise a F32/F16/BF16 GGUF file with one of llama-quantize's presets");
   c->add_option("in", a->in, "input GGUF file")->required();
   c->add_option("out", a->out, "output GGUF file (written atomically)")->required();
-  c->add_option("type", a->type, "Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS")->required();
+  c->add_option("type", a->type, "Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K Q3_K_M Q3_K_S Q2_K Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS")->required();
   c->add_option("nthreads", a->threads, "threads (as llama-quantize's last argument)");
   c->add_option("-t,--threads", a->threads, "threads (default: all cores)");
   c->add_flag("--allow-requantize", a->allow_requantize, "accept Q8_0 tensors in the input");

@@ -37,7 +37,7 @@ Runner add_synth_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("synth", "write a random-weight model of the Clover architecture");
   c->add_option("out", a->out, "output GGUF file")->required();
   c->add_option("--preset", a->preset, "tiny | mid | slice | clover-35b");
-  c->add_option("--type", a->type, "weight type of the matrices (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q4_k q5_k q6_k) or a llama-quantize preset (Q4_K_M ...)");
+  c->add_option("--type", a->type, "weight type of the matrices (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k q4_k q5_k q6_k) or a llama-quantize preset (Q4_K_M ...)");
   c->add_option("--embd-type", a->embd_type, "type of token_embd (default: --type)");
   c->add_option("--output-type", a->output_type, "type of output.weight (default: --type)");
   c->add_option("--layout", a->layout, "official | llama-clover | qwen35moe");

@@ -153,6 +153,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q8_0:
       quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
       break;
+    case DType::Q2_K: quantize_q2_k(src, static_cast<BlockQ2_K*>(dst), n); break;
+    case DType::Q3_K: quantize_q3_k(src, static_cast<BlockQ3_K*>(dst), n); break;
     case DType::Q4_K: quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), n); break;
     case DType::Q5_K: quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), n); break;
     case DType::Q6_K: quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n); break;
@@ -200,6 +202,8 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       break;
     }
+    case DType::Q2_K: dequantize_q2_k(static_cast<const BlockQ2_K*>(src), dst, n); break;
+    case DType::Q3_K: dequantize_q3_k(static_cast<const BlockQ3_K*>(src), dst, n); break;
     case DType::Q4_K: dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n); break;
     case DType::Q5_K: dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, n); break;
     case DType::Q6_K: dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n); break;

@@ -15,12 +15,14 @@ struct TypeInfo {
   size_t block_bytes;
   bool weight;  // loadable from a file
 };
-constexpr std::array<TypeInfo, 15> kTypes = {{
+constexpr std::array<TypeInfo, 17> kTypes = {{
     {DType::F32, "F32", 1, 4, true},
     {DType::F16, "F16", 1, 2, true},
     {DType::BF16, "BF16", 1, 2, true},
     {DType::Q8_0, "Q8_0", kQK, sizeof(BlockQ8_0), true},
     {DType::Q4_0, "Q4_0", kQK, sizeof(BlockQ4_0), true},
+    {DType::Q2_K, "Q2_K", kQK_K, sizeof(BlockQ2_K), true},
+    {DType::Q3_K, "Q3_K", kQK_K, sizeof(BlockQ3_K), true},
     {DType::Q4_K, "Q4_K", kQK_K, sizeof(BlockQ4_K), true},
     {DType::Q5_K, "Q5_K", kQK_K, sizeof(BlockQ5_K), true},
     {DType::Q6_K, "Q6_K", kQK_K, sizeof(BlockQ6_K), true},
@@ -85,7 +87,10 @@ std::string_view dtype_supported_list() {
   return list;
 }
 
-bool dtype_is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS; }
+bool dtype_is_kquant(DType t) {
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+         t == DType::IQ4_XS;
+}
 
 bool dtype_is_legacy_extra(DType t) { return t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::IQ4_NL;
 }

@@ -16,6 +16,8 @@ enum class DType : uint32_t {
   Q5_1 = 7,
   Q8_0 = 8,
   Q8_1 = 9,  // activations of Q4_1 / Q5_1 products only; never a weight type here (llama.cpp: same)
+  Q2_K = 10,
+  Q3_K = 11,
   Q4_K = 12,
   Q5_K = 13,
   Q6_K = 14,
@@ -103,11 +105,29 @@ struct BlockIQ4_XS {
   uint8_t scales_l[4];
   uint8_t qs[128];
 };
+// Q2_K: 16 sub-blocks of 16 values; scales[j] holds sub-block j's 4-bit scale (low nibble) and
+// 4-bit min (high nibble); value = d * scale * q - dmin * min, q in 0..3 (kquant.h, q2_k_value).
+struct BlockQ2_K {
+  uint8_t scales[16];
+  uint8_t qs[64];     // 2-bit values: value 128h + 32s + l is bits 2s..2s+1 of qs[32h + l]
+  uint16_t d, dmin;   // fp16
+};
+// Q3_K: 16 sub-blocks of 16 values with signed 6-bit scales (kquant.h, q3_k_scale); value =
+// d * (scale - 32) * q, q in -4..3: the low 2 bits as Q2_K's, minus 4 when the high bit (bit
+// 4h + s of hmask[l] for value 128h + 32s + l) is clear.
+struct BlockQ3_K {
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;         // fp16
+};
 struct BlockQ8_K {
   float d;            // value = q * d
   int8_t qs[256];
   int16_t bsums[16];  // sums of the 16 groups of 16 values
 };
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);

@@ -1,4 +1,4 @@
-// The K-quant block formats (Q4_K, Q5_K, Q6_K weights; Q8_K activations): value access,
+// The K-quant block formats (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights; Q8_K activations): value access,
 // dequantisation, the file quantisers (this project's own scale search) and the Q8_K activation
 // quantiser of ggml-cpu. Layouts: kernels/dtype.h; docs/quantize.md describes the search.
 #pragma once
@@ -44,12 +44,33 @@ inline int q6_k_value(const BlockQ6_K& b, int k) {
   return low | (((b.qh[32 * h + l] >> (2 * g)) & 3) << 4);
 }
 
+// Q2_K and Q3_K (kquant_low.cpp): value k of a block lies in the 2-bit plane of its half h =
+// k / 128 and shift s = (k % 128) / 32: bits 2s..2s+1 of qs[32h + k % 32]; its sub-block of 16
+// is k / 16.
+inline int q2_k_value(const BlockQ2_K& b, int k) { return (b.qs[32 * (k / 128) + k % 32] >> (2 * ((k % 128) / 32))) & 3; }
+// Q3_K's signed value (-4..3): the low 2 bits, minus 4 when bit k / 32 of hmask[k % 32] is clear.
+inline int q3_k_value(const BlockQ3_K& b, int k) {
+  const int low = (b.qs[32 * (k / 128) + k % 32] >> (2 * ((k % 128) / 32))) & 3;
+  return low - (((b.hmask[k % 32] >> (k / 32)) & 1) ? 0 : 4);
+}
+// Q3_K's scale of sub-block j (0..15), signed (-32..31): the low 4 bits in nibble j / 8 of
+// scales[j % 8], the high 2 bits in bits 2 (j / 4)..+1 of scales[8 + j % 4], stored with +32.
+inline int q3_k_scale(const BlockQ3_K& b, int j) {
+  const int lo = (b.scales[j % 8] >> (4 * (j / 8))) & 0x0f;
+  const int hi = (b.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
 // File quantisers: n (a multiple of 256) values of one row into blocks.
+void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t n);
+void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t n);
 void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t n);
 void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t n);
 void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t n);
 
 // Dequantisation in ggml's float operations (the embedding lookup gives llama.cpp's bits).
+void dequantize_q2_k(const BlockQ2_K* x, float* y, int64_t n);
+void dequantize_q3_k(const BlockQ3_K* x, float* y, int64_t n);
 void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t n);
 void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t n);
 void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t n);

@@ -26,6 +26,8 @@ DType activation_type(DType weight_type) {
     case DType::Q5_1:
     case DType::Q8_1:
       return DType::Q8_1;
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:

@@ -61,6 +61,13 @@ float q4_k_dot_blocks_ref(const BlockQ4_K* w, const BlockQ8_K* a, int64_t nb, in
 float q5_k_dot_lanes8_ref(const BlockQ5_K* w, const BlockQ8_K* a, int64_t nb);
 float q6_k_dot_lanes8_ref(const BlockQ6_K* w, const BlockQ8_K* a, int64_t nb);
 float iq4_xs_dot_lanes8_ref(const BlockIQ4_XS* w, const BlockQ8_K* a, int64_t nb);
+// Q2_K and Q3_K (matmul_kquant_low.cpp). Q2_K matrices with a multiple of 8 rows take llama.cpp's
+// repacked order (block_q2_Kx8), summing in groups of 256 values (its gemv) or 128 (its gemm).
+inline bool q2_k_blocks_order(int64_t rows) { return rows % 8 == 0; }
+inline int q2_k_group(SumOrder order) { return order == SumOrder::Gemm ? 128 : 256; }
+float q2_k_dot_lanes8_ref(const BlockQ2_K* w, const BlockQ8_K* a, int64_t nb);
+float q2_k_dot_blocks_ref(const BlockQ2_K* w, const BlockQ8_K* a, int64_t nb, int group);
+float q3_k_dot_lanes8_ref(const BlockQ3_K* w, const BlockQ8_K* a, int64_t nb);
 // The twin of the order llama.cpp uses for one row of a `rows`-row matrix of type t.
 float kquant_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_t rows, SumOrder order);
 
@@ -99,6 +106,12 @@ inline int64_t panel_rows(size_t act_row_bytes, int na) {
 // (matmul_kquant_avx2.cpp; the AVX-512 path runs it too).
 void matmul_kquant_ref(const MatmulCall& c);
 void matmul_kquant_avx2(const MatmulCall& c);
+// One Q2_K / Q3_K weight row against na <= 4 activation rows (matmul_kquant_low_avx2.cpp):
+// out[r][o] = the twin's result for a[r] (Q2_K: the blocks order in groups of `group` values, or
+// the lanes order when group is 0).
+void q2_k_row_avx2(const BlockQ2_K* w, const BlockQ8_K* const* a, int na, int64_t nb, int group, float* const* out,
+                   int64_t o);
+void q3_k_row_avx2(const BlockQ3_K* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o);
 // The same for Q4_1, Q5_0 and Q5_1 (matmul_legacy.cpp, matmul_legacy_avx2.cpp).
 void matmul_legacy_ref(const MatmulCall& c);
 void matmul_legacy_avx2(const MatmulCall& c);

@@ -145,6 +145,10 @@ float kquant_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_
     case DType::Q4_K:
       if (!q4_k_blocks_order(rows)) return q4_k_dot_lanes8_ref(static_cast<const BlockQ4_K*>(w), act, nb);
       return q4_k_dot_blocks_ref(static_cast<const BlockQ4_K*>(w), act, nb, q4_k_group(order));
+    case DType::Q2_K:
+      if (!q2_k_blocks_order(rows)) return q2_k_dot_lanes8_ref(static_cast<const BlockQ2_K*>(w), act, nb);
+      return q2_k_dot_blocks_ref(static_cast<const BlockQ2_K*>(w), act, nb, q2_k_group(order));
+    case DType::Q3_K: return q3_k_dot_lanes8_ref(static_cast<const BlockQ3_K*>(w), act, nb);
     case DType::Q5_K: return q5_k_dot_lanes8_ref(static_cast<const BlockQ5_K*>(w), act, nb);
     case DType::Q6_K: return q6_k_dot_lanes8_ref(static_cast<const BlockQ6_K*>(w), act, nb);
     case DType::IQ4_XS: return iq4_xs_dot_lanes8_ref(static_cast<const BlockIQ4_XS*>(w), act, nb);

@@ -1,8 +1,8 @@
 // K-quant matmul with AVX2 (also what the AVX-512 path runs: the instructions are the same and
 // the bits are fixed by the order, not by the vector width). Compiled with -mavx2 -mfma.
 //
-// Q6_K and Q5_K (lanes order) and Q4_K matrices of 8k rows (the repacked orders) are
-// vectorised; Q4_K matrices of other row counts run their scalar twin (small or rare in the files
+// Q6_K and Q5_K (lanes order), Q4_K matrices of 8k rows (the repacked orders), and Q2_K / Q3_K
+// (matmul_kquant_low_avx2.cpp) are vectorised; Q4_K matrices of other row counts run their scalar twin (small or rare in the files
 // this engine loads). Integer sums within a super-block are exact, so the vector code only has to put
 // the same values into each int32 lane as the order does (matmul_kquant.cpp); the float steps are
 // the twins' steps. One weight row is unpacked per super-block and used for up to kNA
@@ -199,6 +199,7 @@ void matmul_kquant_avx2(const MatmulCall& c) {
   const DType t = c.w->type;
   const bool q4_blocks = t == DType::Q4_K && q4_k_blocks_order(c.w->rows);
   if (t == DType::Q4_K && !q4_blocks) return matmul_kquant_ref(c);
+  const int q2_group = t == DType::Q2_K && q2_k_blocks_order(c.w->rows) ? q2_k_group(c.order) : 0;
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
   const int64_t nb = c.w->cols / kQK_K;
   const int group = q4_k_group(c.order);
@@ -217,7 +218,9 @@ void matmul_kquant_avx2(const MatmulCall& c) {
           a[r] = static_cast<const BlockQ8_K*>(c.acts->row(c.act_index(i0 + r)));
           out[r] = c.y + (i0 + r) * c.ldy;
         }
-        if (t == DType::Q6_K) q6_k_row(reinterpret_cast<const BlockQ6_K*>(wrow), a, na, nb, out, o);
+        if (t == DType::Q2_K) q2_k_row_avx2(reinterpret_cast<const BlockQ2_K*>(wrow), a, na, nb, q2_group, out, o);
+        else if (t == DType::Q3_K) q3_k_row_avx2(reinterpret_cast<const BlockQ3_K*>(wrow), a, na, nb, out, o);
+        else if (t == DType::Q6_K) q6_k_row(reinterpret_cast<const BlockQ6_K*>(wrow), a, na, nb, out, o);
         else if (t == DType::Q5_K) q5_k_row(reinterpret_cast<const BlockQ5_K*>(wrow), a, na, nb, out, o);
         else if (t == DType::IQ4_XS) iq4_xs_row(reinterpret_cast<const BlockIQ4_XS*>(wrow), a, na, nb, out, o);
         else q4_k_blocks_row(reinterpret_cast<const BlockQ4_K*>(wrow), a, na, nb, group, out, o);

@@ -13,12 +13,15 @@ namespace clover::quantize {
 namespace {
 
 // llama_ftype numbers (llama.h).
-constexpr std::array<Preset, 12> kPresets = {{
+constexpr std::array<Preset, 15> kPresets = {{
     {"Q4_0", 2, DType::Q4_0},
     {"Q4_1", 3, DType::Q4_1},
     {"Q8_0", 7, DType::Q8_0},
     {"Q5_0", 8, DType::Q5_0},
     {"Q5_1", 9, DType::Q5_1},
+    {"Q2_K", 10, DType::Q2_K},
+    {"Q3_K_S", 11, DType::Q3_K},
+    {"Q3_K_M", 12, DType::Q3_K},
     {"Q4_K_S", 14, DType::Q4_K},
     {"Q4_K_M", 15, DType::Q4_K},
     {"Q5_K_S", 16, DType::Q5_K},
@@ -62,6 +65,8 @@ DType fallback(DType t) {
     case DType::Q4_K: return DType::Q5_0;
     case DType::Q5_K: return DType::Q5_1;
     case DType::Q6_K: return DType::Q8_0;
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::IQ4_XS: return DType::IQ4_NL;
     default: return t;
   }
@@ -98,7 +103,7 @@ std::string preset_names() {
   return s;
 }
 
-std::string_view presets_not_supported() { return "Q3_K_M, Q3_K_S, Q2_K (their block types are not implemented yet)"; }
+std::string_view presets_not_supported() { return "Q3_K_L, Q2_K_S and the IQ1/IQ2/IQ3 presets (their rules or block types are not implemented)"; }
 
 bool is_quantisable(const TensorDesc& t) {
   const std::string& n = t.name;
@@ -114,6 +119,7 @@ std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& te
                               int n_gqa) {
   const std::string_view ft = p.name;
   const bool q4_k_m = ft == "Q4_K_M", q5_k_m = ft == "Q5_K_M", q4_k_s = ft == "Q4_K_S", iq4_nl = ft == "IQ4_NL" || ft == "IQ4_XS";
+  const bool q2_k = ft == "Q2_K", q3_k_s = ft == "Q3_K_S", q3_k_m = ft == "Q3_K_M";
   // Counted over the whole file first, as llama-quantize does.
   int n_attention_wv = 0;
   bool has_output = false;
@@ -137,7 +143,9 @@ std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& te
     } else if (n == "token_embd.weight") {
       // base type
     } else if (has(n, "attn_v.weight")) {
-      if ((q4_k_m || q5_k_m) && use_more_bits(i_attention_wv, n_attention_wv)) ty = DType::Q6_K;
+      if (q2_k) ty = n_gqa >= 4 ? DType::Q4_K : DType::Q3_K;
+      else if (q3_k_m) ty = i_attention_wv < 2 ? DType::Q5_K : DType::Q4_K;
+      else if ((q4_k_m || q5_k_m) && use_more_bits(i_attention_wv, n_attention_wv)) ty = DType::Q6_K;
       else if (q4_k_s && i_attention_wv < 4) ty = DType::Q5_K;
       else if (iq4_nl && n_gqa >= 4) ty = DType::Q5_K;  // one V head serves 4+ query heads
       if (n_expert == 8) ty = DType::Q8_0;
@@ -151,13 +159,22 @@ std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& te
         il = layer_of(n);
         if (il < 0 || il >= n_layer) throw std::invalid_argument(fmt::format("tensor {}: no layer number in range", n));
       }
-      if ((q4_k_m || q5_k_m) && use_more_bits(il, n_layer)) ty = DType::Q6_K;
+      if (q2_k) ty = DType::Q3_K;
+      else if (q3_k_m) ty = il < n_layer / 16 ? DType::Q5_K : DType::Q4_K;  // (Q3_K only for Falcon)
+      else if ((q4_k_m || q5_k_m) && use_more_bits(il, n_layer)) ty = DType::Q6_K;
       else if ((q4_k_s || iq4_nl) && il < n_layer / 8) ty = DType::Q5_K;
       ++i_ffn_down;
     } else if (has(n, "attn_output.weight")) {
-      if (n_expert == 8 && (q4_k_s || q4_k_m || iq4_nl)) ty = DType::Q5_K;
+      if (n_expert == 8) {
+        if (q4_k_s || q4_k_m || iq4_nl || q2_k || q3_k_s || q3_k_m) ty = DType::Q5_K;
+      } else if (q2_k) {
+        ty = DType::Q3_K;
+      } else if (q3_k_m) {
+        ty = DType::Q4_K;
+      }
     } else if (has(n, "attn_qkv.weight")) {
-      if (q4_k_m) ty = DType::Q5_K;
+      if (q3_k_m) ty = DType::Q4_K;
+      else if (q4_k_m) ty = DType::Q5_K;
       else if (q5_k_m) ty = DType::Q6_K;
     }
     if (t.dims[0] % dtype_block_size(ty) != 0) ty = fallback(ty);

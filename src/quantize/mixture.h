@@ -21,7 +21,8 @@ struct Preset {
   DType base;             // the type of every quantised tensor no rule changes
 };
 
-// Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (case-insensitive); nullopt
+// Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q6_K, Q3_K_M, Q3_K_S, Q2_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+// IQ4_XS (case-insensitive); nullopt
 // otherwise.
 std::optional<Preset> preset_from_name(std::string_view name);
 // Every preset name, and those llama-quantize has that this engine cannot write yet (their
@@ -39,9 +40,10 @@ struct TensorDesc {
 // The types of all tensors of a file under a preset, in file order. `n_layer` and `n_expert`
 // come from the file's hyperparameters. Tensors that are not quantised (1-D tensors, norms,
 // router weights, the GDN convolution) keep their type. Rows that are not a whole number of
-// 256-value super-blocks take llama-quantize's fallbacks (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0).
+// 256-value super-blocks take llama-quantize's fallbacks (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
+// Q2_K / Q3_K / IQ4_XS -> IQ4_NL).
 // Throws std::invalid_argument naming the tensor when a rule cannot be applied.
-// `n_gqa` (query heads per KV head) only matters to IQ4_NL's attn_v rule.
+// `n_gqa` (query heads per KV head) only matters to the attn_v rules of IQ4_NL / IQ4_XS and Q2_K.
 std::vector<DType> plan_types(const Preset& p, const std::vector<TensorDesc>& tensors, int n_layer, int n_expert,
                               int n_gqa = 1);
 

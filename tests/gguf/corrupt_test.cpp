@@ -146,7 +146,7 @@ TEST_F(Corrupt, BadDims) {
 }
 
 TEST_F(Corrupt, UnsupportedTypes) {
-  expect_error(one_tensor({256}, 11, 0, 256), {"tensor 'w'", "Q3_K (11)", "not support", "supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K"});
+  expect_error(one_tensor({256}, 16, 0, 256), {"tensor 'w'", "IQ2_XXS (16)", "not support", "supported: F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K"});
   expect_error(one_tensor({256}, 15, 0, 256), {"tensor 'w'", "Q8_K (15)", "not support"});  // activations only
   expect_error(one_tensor({256}, 99, 0, 256), {"tensor 'w'", "unknown (99)"});
   expect_error(one_tensor({256}, 9, 0, 256), {"tensor 'w'", "Q8_1 (9)", "not support"});  // activations only

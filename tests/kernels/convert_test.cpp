@@ -38,11 +38,14 @@ TEST(DType, SizesNamesAndIds) {
   EXPECT_EQ(dtype_from_name("q6_k"), DType::Q6_K);
   EXPECT_FALSE(dtype_from_name("Q8_K").has_value());  // activations only
   EXPECT_FALSE(dtype_supported(15));                  // Q8_K
-  EXPECT_FALSE(dtype_supported(11));                  // Q3_K
+  EXPECT_FALSE(dtype_supported(16));                  // IQ2_XXS
+  EXPECT_EQ(dtype_row_bytes(DType::Q2_K, 512), 168u);
+  EXPECT_EQ(dtype_row_bytes(DType::Q3_K, 256), 110u);
+  EXPECT_EQ(dtype_from_name("q3_k"), DType::Q3_K);
   EXPECT_TRUE(dtype_supported(3));                    // Q4_1
   EXPECT_FALSE(dtype_supported(9));                   // Q8_1: activations only
   EXPECT_FALSE(dtype_from_name("Q8_1").has_value());
-  EXPECT_EQ(dtype_supported_list(), "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS");
+  EXPECT_EQ(dtype_supported_list(), "F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS");
 }
 
 TEST(Fp16, KnownValues) {

@@ -17,8 +17,8 @@
 namespace clover::kernels {
 namespace {
 
-constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                            DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS};
+constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                            DType::Q5_K, DType::Q6_K, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS};
 constexpr Isa kIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512};
 
 // A weight matrix stored as `type`, rows `stride` bytes apart (a few bytes of padding between

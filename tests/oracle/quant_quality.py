@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CLOVER = os.environ.get("CLOVER_BIN", os.path.join(ROOT, "build", "bin", "clover"))
 KQUANT_SHAPE = ["--hidden", "256", "--gdn-head-dim", "64", "--expert-ff", "256", "--shared-ff", "256",
                 "--experts", "16", "--experts-used", "4"]
-PRESETS = "Q8_0,Q6_K,Q5_K_M,Q5_K_S,Q5_1,Q5_0,Q4_K_M,Q4_K_S,Q4_1,IQ4_NL,IQ4_XS,Q4_0"
+PRESETS = "Q8_0,Q6_K,Q5_K_M,Q5_K_S,Q5_1,Q5_0,Q4_K_M,Q4_K_S,Q4_1,IQ4_NL,IQ4_XS,Q4_0,Q3_K_M,Q3_K_S,Q2_K"
 
 
 def sh(cmd):
