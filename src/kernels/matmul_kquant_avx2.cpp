@@ -1,12 +1,12 @@
 // K-quant matmul with AVX2 (also what the AVX-512 path runs: the instructions are the same and
 // the bits are fixed by the order, not by the vector width). Compiled with -mavx2 -mfma.
 //
-// Q6_K and Q5_K (lanes order), IQ4_XS (both orders) and Q4_K matrices of 8k rows (the repacked orders) are
-// vectorised; Q4_K matrices of other row counts run their scalar twin (small or rare in the files
-// this engine loads). Integer sums within a super-block are exact, so the vector code only has to put
-// the same values into each int32 lane as the order does (matmul_kquant.cpp); the float steps are
-// the twins' steps. One weight row is unpacked per super-block and used for up to kNA
-// activation rows.
+// Q6_K and Q5_K (lanes order), IQ4_XS (lanes or blocks order) and Q4_K matrices of 8k rows (the
+// repacked orders) are vectorised; Q4_K matrices of other row counts run their scalar twin (small
+// or rare in the files this engine loads). Integer sums within a super-block are exact, so the
+// vector code only has to put the same values into each int32 lane as the order does
+// (matmul_kquant.cpp); the float steps are the twins' steps. One weight row is unpacked per
+// super-block and used for up to kNA activation rows.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -226,7 +226,8 @@ void matmul_kquant_avx2(const MatmulCall& c) {
         }
         if (t == DType::Q6_K) q6_k_row(reinterpret_cast<const BlockQ6_K*>(wrow), a, na, nb, out, o);
         else if (t == DType::Q5_K) q5_k_row(reinterpret_cast<const BlockQ5_K*>(wrow), a, na, nb, out, o);
-        else if (t == DType::IQ4_XS) iq4_xs_row(reinterpret_cast<const BlockIQ4_XS*>(wrow), a, na, nb, iq4_blocks, out, o);
+        else if (t == DType::IQ4_XS)
+          iq4_xs_row(reinterpret_cast<const BlockIQ4_XS*>(wrow), a, na, nb, iq4_blocks, out, o);
         else q4_k_blocks_row(reinterpret_cast<const BlockQ4_K*>(wrow), a, na, nb, group, out, o);
       }
     }

@@ -132,7 +132,7 @@ TEST(GgmlKQuant, OwnQuantiserIsAsGoodAsGgmls) {
 }
 
 // The lanes twins give ggml_vec_dot_qN_K_q8_K's bits; so does every matmul path where llama.cpp
-// uses that order (Q5_K, Q6_K always; Q4_K with a row count that is not a multiple of 8).
+// uses that order (Q5_K, Q6_K always; Q4_K and IQ4_XS with a row count that is not a multiple of 8).
 TEST(GgmlKQuant, VecDotTwinsAndPathsAreBitIdentical) {
   REQUIRE_KGGML();
   const int64_t rows = 9, cols = 256 * 11;
@@ -322,7 +322,8 @@ TEST(GgmlKQuant, IQ4XSBlockOrderIsGgmlPanelGemm) {
       if (static_cast<int>(isa) > static_cast<int>(isa_best())) continue;
       isa_force(isa);
       std::vector<float> y(n_act * rows);
-      for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 5}, {5, 24}}) matmul(m, a, y.data(), rows, b, e, SumOrder::VecDot);
+      for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 5}, {5, 24}})
+        matmul(m, a, y.data(), rows, b, e, SumOrder::VecDot);
       isa_force(isa_best());
       for (int64_t r = 0; r < n_act; ++r)
         for (int64_t o = 0; o < rows; ++o) {
@@ -331,7 +332,8 @@ TEST(GgmlKQuant, IQ4XSBlockOrderIsGgmlPanelGemm) {
           const float blocks = detail::iq4_xs_dot_blocks_ref(wr, ar, nb);
           EXPECT_EQ(y[r * rows + o], blocks) << isa_name(isa) << " act " << r << " row " << o;
           if (n_act >= 8) EXPECT_EQ(blocks, want[r * rows + o]) << "panel gemm, act " << r << " row " << o;
-          else EXPECT_EQ(detail::iq4_xs_dot_lanes8_ref(wr, ar, nb), want[r * rows + o]) << "vec_dot, act " << r << " row " << o;
+          else
+            EXPECT_EQ(detail::iq4_xs_dot_lanes8_ref(wr, ar, nb), want[r * rows + o]) << "vec_dot, act " << r << " row " << o;
         }
     }
   }
