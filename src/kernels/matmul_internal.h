@@ -60,7 +60,11 @@ float q4_k_dot_lanes8_ref(const BlockQ4_K* w, const BlockQ8_K* a, int64_t nb);
 float q4_k_dot_blocks_ref(const BlockQ4_K* w, const BlockQ8_K* a, int64_t nb, int group);
 float q5_k_dot_lanes8_ref(const BlockQ5_K* w, const BlockQ8_K* a, int64_t nb);
 float q6_k_dot_lanes8_ref(const BlockQ6_K* w, const BlockQ8_K* a, int64_t nb);
+// IQ4_XS matrices with a multiple of 8 rows take the order of llama.cpp's IQ panel gemm (one
+// exact int32 per super-block), which it uses for prompt batches (8 rows or more).
+inline bool iq4_xs_blocks_order(int64_t rows) { return rows % 8 == 0; }
 float iq4_xs_dot_lanes8_ref(const BlockIQ4_XS* w, const BlockQ8_K* a, int64_t nb);
+float iq4_xs_dot_blocks_ref(const BlockIQ4_XS* w, const BlockQ8_K* a, int64_t nb);
 // Q2_K and Q3_K (matmul_kquant_low.cpp). Q2_K matrices with a multiple of 8 rows take llama.cpp's
 // repacked order (block_q2_Kx8), summing in groups of 256 values (its gemv) or 128 (its gemm).
 inline bool q2_k_blocks_order(int64_t rows) { return rows % 8 == 0; }

@@ -16,6 +16,12 @@
 //    d_a), accm += M * (dmin_w * d_a), both fused; result acc - accm. The group is the whole
 //    super-block in ggml_gemv_q4_K_8x8_q8_K (single rows: decoding, MoE experts; SumOrder::VecDot
 //    here) and 64 values in ggml_gemm_q4_K_8x8_q8_K (prompt batches of 4 rows; SumOrder::Gemm).
+//  blocks (IQ4_XS matrices with a multiple of 8 rows: llama.cpp's IQ panel gemm, ggml-cpu/iqp.cpp,
+//    which takes dense products of 8 or more tokens and the experts with 8 or more tokens, in the
+//    zen4 and every AVX2 build): per super-block the exact int32 sum S of sub-block scale x
+//    product; acc += S * (d_w * d_a), fused. For fewer tokens llama.cpp takes vec_dot's lanes
+//    order; the engine keeps the prompt order for every row count (batch invariance, as for the
+//    dense float products: docs/oracle.md).
 #include <cmath>
 
 #include "kernels/convert.h"
@@ -138,6 +144,20 @@ float iq4_xs_dot_lanes8_ref(const BlockIQ4_XS* w, const BlockQ8_K* a, int64_t nb
   return hsum8_ref(acc);
 }
 
+float iq4_xs_dot_blocks_ref(const BlockIQ4_XS* w, const BlockQ8_K* a, int64_t nb) {
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sum = 0;
+    for (int g = 0; g < 8; ++g) {
+      int32_t s = 0;
+      for (int k = 32 * g; k < 32 * g + 32; ++k) s += iq4_xs_value(w[b], k) * a[b].qs[k];
+      sum += iq4_xs_scale(w[b], g) * s;
+    }
+    acc = std::fma(static_cast<float>(sum), fp16_to_fp32(w[b].d) * a[b].d, acc);
+  }
+  return acc;
+}
+
 float kquant_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_t rows, SumOrder order) {
   const auto* act = static_cast<const BlockQ8_K*>(a);
   const int64_t nb = cols / kQK_K;
@@ -151,7 +171,9 @@ float kquant_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_
     case DType::Q3_K: return q3_k_dot_lanes8_ref(static_cast<const BlockQ3_K*>(w), act, nb);
     case DType::Q5_K: return q5_k_dot_lanes8_ref(static_cast<const BlockQ5_K*>(w), act, nb);
     case DType::Q6_K: return q6_k_dot_lanes8_ref(static_cast<const BlockQ6_K*>(w), act, nb);
-    case DType::IQ4_XS: return iq4_xs_dot_lanes8_ref(static_cast<const BlockIQ4_XS*>(w), act, nb);
+    case DType::IQ4_XS:
+      if (!iq4_xs_blocks_order(rows)) return iq4_xs_dot_lanes8_ref(static_cast<const BlockIQ4_XS*>(w), act, nb);
+      return iq4_xs_dot_blocks_ref(static_cast<const BlockIQ4_XS*>(w), act, nb);
     default: return 0.0f;
   }
 }

@@ -1,12 +1,12 @@
 // K-quant matmul with AVX2 (also what the AVX-512 path runs: the instructions are the same and
 // the bits are fixed by the order, not by the vector width). Compiled with -mavx2 -mfma.
 //
-// Q6_K and Q5_K (lanes order), Q4_K matrices of 8k rows (the repacked orders), and Q2_K / Q3_K
-// (matmul_kquant_low_avx2.cpp) are vectorised; Q4_K matrices of other row counts run their scalar twin (small or rare in the files
-// this engine loads). Integer sums within a super-block are exact, so the vector code only has to put
-// the same values into each int32 lane as the order does (matmul_kquant.cpp); the float steps are
-// the twins' steps. One weight row is unpacked per super-block and used for up to kNA
-// activation rows.
+// Q6_K and Q5_K (lanes order), IQ4_XS (lanes or blocks order), Q4_K matrices of 8k rows (the
+// repacked orders), and Q2_K / Q3_K (matmul_kquant_low_avx2.cpp) are vectorised; Q4_K matrices of
+// other row counts run their scalar twin (small or rare in the files this engine loads). Integer
+// sums within a super-block are exact, so the vector code only has to put the same values into
+// each int32 lane as the order does (matmul_kquant.cpp); the float steps are the twins' steps. One
+// weight row is unpacked per super-block and used for up to kNA activation rows.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -121,13 +121,16 @@ void q5_k_row(const BlockQ5_K* w, const BlockQ8_K* const* a, int na, int64_t nb,
   for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]) + summs[r];
 }
 
-// IQ4_XS against na activation rows: out[r] = iq4_xs_dot_lanes8_ref(w, a[r], nb). The nibbles
-// looked up in the table (signed bytes), multiplied with ggml's sign trick, then the signed
-// sub-block scales on the int16 pairs.
-void iq4_xs_row(const BlockIQ4_XS* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o) {
+// IQ4_XS against na activation rows: out[r] = iq4_xs_dot_lanes8_ref(w, a[r], nb), or with
+// `blocks` iq4_xs_dot_blocks_ref (the 8 lanes' exact sum, one fused step per super-block). The
+// nibbles looked up in the table (signed bytes), multiplied with ggml's sign trick, then the
+// signed sub-block scales on the int16 pairs.
+void iq4_xs_row(const BlockIQ4_XS* w, const BlockQ8_K* const* a, int na, int64_t nb, bool blocks, float* const* out,
+                int64_t o) {
   const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   __m256 acc[kNA];
+  float acc_blocks[kNA] = {};
   for (int r = 0; r < na; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockIQ4_XS& x = w[b];
@@ -146,10 +149,13 @@ void iq4_xs_row(const BlockIQ4_XS* w, const BlockQ8_K* const* a, int na, int64_t
         const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q[g], q[g]), _mm256_sign_epi8(av, q[g]));
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, s16[g]));
       }
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y.d), _mm256_cvtepi32_ps(sumi), acc[r]);
+      if (blocks)
+        acc_blocks[r] = std::fma(static_cast<float>(hsum_i32(sumi)), dw * y.d, acc_blocks[r]);
+      else
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y.d), _mm256_cvtepi32_ps(sumi), acc[r]);
     }
   }
-  for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]);
+  for (int r = 0; r < na; ++r) out[r][o] = blocks ? acc_blocks[r] : hsum8(acc[r]);
 }
 
 // Q4_K, repacked orders: per group of `group` values the exact sums S (scale x product) and M
@@ -203,6 +209,7 @@ void matmul_kquant_avx2(const MatmulCall& c) {
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
   const int64_t nb = c.w->cols / kQK_K;
   const int group = q4_k_group(c.order);
+  const bool iq4_blocks = iq4_xs_blocks_order(c.w->rows);
   // Weight rows outer: each row's blocks are read once per group of kNA activation rows, and a
   // long batch is cut into panels of activation rows that stay in L2.
   const int64_t panel = panel_rows(dtype_row_bytes(DType::Q8_K, c.w->cols), kNA);
@@ -222,7 +229,8 @@ void matmul_kquant_avx2(const MatmulCall& c) {
         else if (t == DType::Q3_K) q3_k_row_avx2(reinterpret_cast<const BlockQ3_K*>(wrow), a, na, nb, out, o);
         else if (t == DType::Q6_K) q6_k_row(reinterpret_cast<const BlockQ6_K*>(wrow), a, na, nb, out, o);
         else if (t == DType::Q5_K) q5_k_row(reinterpret_cast<const BlockQ5_K*>(wrow), a, na, nb, out, o);
-        else if (t == DType::IQ4_XS) iq4_xs_row(reinterpret_cast<const BlockIQ4_XS*>(wrow), a, na, nb, out, o);
+        else if (t == DType::IQ4_XS)
+          iq4_xs_row(reinterpret_cast<const BlockIQ4_XS*>(wrow), a, na, nb, iq4_blocks, out, o);
         else q4_k_blocks_row(reinterpret_cast<const BlockQ4_K*>(wrow), a, na, nb, group, out, o);
       }
     }

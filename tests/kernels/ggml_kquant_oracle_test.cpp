@@ -1,6 +1,7 @@
 // K-quants against the prebuilt ggml (ggml_lib.h): the Q8_K activation quantiser, the
 // dequantisers, and the dot products of the twins and of every SIMD path, on weights from this
-// project's quantiser and from ggml's own (quantize_row_qN_K_ref). Skipped when ggml is missing.
+// project's quantiser and from ggml's own (quantize_row_qN_K_ref), and IQ4_XS through ggml's own
+// matrix product. Skipped when ggml is missing.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -138,7 +139,7 @@ TEST(GgmlKQuant, OwnQuantiserIsAsGoodAsGgmls) {
 }
 
 // The lanes twins give ggml_vec_dot_qN_K_q8_K's bits; so does every matmul path where llama.cpp
-// uses that order (Q5_K, Q6_K always; Q4_K with a row count that is not a multiple of 8).
+// uses that order (Q5_K, Q6_K always; Q4_K and IQ4_XS with a row count that is not a multiple of 8).
 TEST(GgmlKQuant, VecDotTwinsAndPathsAreBitIdentical) {
   REQUIRE_KGGML();
   const int64_t rows = 9, cols = 256 * 11;
@@ -381,6 +382,72 @@ TEST(GgmlKQuant, Q2KBlockOrdersMatchTheirTwins) {
           EXPECT_NEAR(y[r * rows + o], want, 2e-4f * (1.0f + std::fabs(want)));  // acc - accm cancels
         }
     }
+}
+
+// IQ4_XS through ggml's own matrix product (ggml_mul_mat, computed by the CPU library's graph code,
+// as llama.cpp runs it): with a multiple of 8 weight rows and 8 or more activation rows ggml takes
+// its IQ panel gemm (ggml-cpu/iqp.cpp), whose bits are the blocks twin's, and so are every path's
+// (the engine's order for such matrices, whatever the row count); with fewer activation rows ggml
+// takes vec_dot's lanes order instead, which the engine does not follow (batch invariance).
+TEST(GgmlKQuant, IQ4XSBlockOrderIsGgmlPanelGemm) {
+  REQUIRE_KGGML();
+  struct InitParams {
+    size_t mem_size;
+    void* mem_buffer;
+    bool no_alloc;
+  };
+  const auto& g = testing::ggml_libs();
+  const auto init = g.sym<void* (*)(InitParams)>(g.base, "ggml_init");
+  const auto free_ctx = g.sym<void (*)(void*)>(g.base, "ggml_free");
+  const auto new_2d = g.sym<void* (*)(void*, int, int64_t, int64_t)>(g.base, "ggml_new_tensor_2d");
+  const auto data = g.sym<void* (*)(const void*)>(g.base, "ggml_get_data");
+  const auto mul_mat = g.sym<void* (*)(void*, void*, void*)>(g.base, "ggml_mul_mat");
+  const auto new_graph = g.sym<void* (*)(void*)>(g.base, "ggml_new_graph");
+  const auto expand = g.sym<void (*)(void*, void*)>(g.base, "ggml_build_forward_expand");
+  const auto compute = g.sym<int (*)(void*, void*, int)>(g.cpu, "ggml_graph_compute_with_ctx");
+  if (!init || !free_ctx || !new_2d || !data || !mul_mat || !new_graph || !expand || !compute)
+    GTEST_SKIP() << "ggml's graph API is not exported";
+  constexpr int kTypeF32 = 0, kTypeIQ4_XS = 23;  // enum ggml_type
+  const int64_t rows = 24, cols = 256 * 3, nb = cols / 256;
+  const size_t rb = dtype_row_bytes(DType::IQ4_XS, cols);
+  const std::vector<float> xw = normal_values(rows * cols, 10);
+  std::vector<uint8_t> w(rb * rows);
+  for (int64_t o = 0; o < rows; ++o) quantize_row(DType::IQ4_XS, xw.data() + o * cols, w.data() + o * rb, cols);
+  const MatRef m{DType::IQ4_XS, w.data(), rows, cols, rb};
+  for (int64_t n_act : {9, 3}) {
+    const std::vector<float> xa = normal_values(n_act * cols, 11 + static_cast<uint32_t>(n_act));
+    void* ctx = init(InitParams{size_t{16} << 20, nullptr, false});
+    void* tw = new_2d(ctx, kTypeIQ4_XS, cols, rows);
+    void* ta = new_2d(ctx, kTypeF32, cols, n_act);
+    std::memcpy(data(tw), w.data(), w.size());
+    std::memcpy(data(ta), xa.data(), xa.size() * sizeof(float));
+    void* ty = mul_mat(ctx, tw, ta);
+    void* graph = new_graph(ctx);
+    expand(graph, ty);
+    ASSERT_EQ(compute(ctx, graph, 1), 0);
+    std::vector<float> want(static_cast<const float*>(data(ty)), static_cast<const float*>(data(ty)) + n_act * rows);
+    free_ctx(ctx);
+    ActRows a;
+    a.convert(xa.data(), n_act, cols, cols, DType::Q8_K);
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (static_cast<int>(isa) > static_cast<int>(isa_best())) continue;
+      isa_force(isa);
+      std::vector<float> y(n_act * rows);
+      for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 5}, {5, 24}})
+        matmul(m, a, y.data(), rows, b, e, SumOrder::VecDot);
+      isa_force(isa_best());
+      for (int64_t r = 0; r < n_act; ++r)
+        for (int64_t o = 0; o < rows; ++o) {
+          const auto* wr = reinterpret_cast<const BlockIQ4_XS*>(w.data() + o * rb);
+          const auto* ar = static_cast<const BlockQ8_K*>(a.row(r));
+          const float blocks = detail::iq4_xs_dot_blocks_ref(wr, ar, nb);
+          EXPECT_EQ(y[r * rows + o], blocks) << isa_name(isa) << " act " << r << " row " << o;
+          if (n_act >= 8) EXPECT_EQ(blocks, want[r * rows + o]) << "panel gemm, act " << r << " row " << o;
+          else
+            EXPECT_EQ(detail::iq4_xs_dot_lanes8_ref(wr, ar, nb), want[r * rows + o]) << "vec_dot, act " << r << " row " << o;
+        }
+    }
+  }
 }
 
 }  // namespace
