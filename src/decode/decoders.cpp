@@ -29,7 +29,11 @@ class Rows {
       logits_.resize(static_cast<size_t>(rows) * n_vocab);
   }
   // The sampler's rows: selection when it can choose from one.
-  static Rows for_sampler(const sampling::Sampler& s, int rows, int n_vocab) { return Rows(rows, n_vocab, s.top_needed()); }
+  static Rows for_sampler(const sampling::Sampler& s, int rows, int n_vocab, bool whole = false) {
+    return Rows(rows, n_vocab, whole ? 0 : s.top_needed());
+  }
+  // Row r's logits (whole rows only).
+  const float* row(int r) const { return &logits_.at(static_cast<size_t>(r) * V_); }
 
   void attach(backend::Pass& p) {
     p.logits = k_ > 0 ? nullptr : logits_.data();
@@ -85,7 +89,7 @@ void denoise(Context& c, const std::vector<int32_t>& block, std::span<const int3
 }  // namespace
 
 void decode_ar(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
-  Rows out = Rows::for_sampler(c.sampler, 1, c.n_vocab);
+  Rows out = Rows::for_sampler(c.sampler, 1, c.n_vocab, static_cast<bool>(o.on_choice));
   int32_t p = pending;
   for (int emitted = 1;; ++emitted) {
     const bool go = emit(p);
@@ -95,6 +99,7 @@ void decode_ar(Context& c, int32_t pending, const Options& o, const Emit& emit, 
     }
     commit(c, std::span<const int32_t>(&p, 1), backend::LogitRows::Last, &out, stats);
     p = out.sample(c.sampler, 0, c.committed).token;
+    if (o.on_choice) o.on_choice(out.row(0), p);
   }
 }
 

@@ -42,6 +42,10 @@ struct Options {
   bool reverse_path = true;  // use the reverse in-block GDN path in denoising passes
   int32_t mask_token = -1;
   BlockObserver observer;    // optional
+  // Optional, AR only (OpenAI logprobs): called with the whole row of raw logits a token was chosen
+  // from and that token, just before the token is emitted. Set, it makes every pass read back whole
+  // rows instead of a selection.
+  std::function<void(const float* row, int32_t token)> on_choice;
 };
 
 struct Stats {
