@@ -123,7 +123,8 @@ struct GenerateOptions {
   std::vector<int> snapshot_at;
   // OpenAI logprobs: < 0 off; k >= 0 (at most 20): every event carries, for each of its tokens,
   // the token's log-probability and the k most likely tokens under the raw model distribution
-  // (temperature 1, no penalties, bias or filters). AR mode only (an Error otherwise).
+  // (temperature 1, no penalties, bias or filters) of the row it was chosen from: a causal row
+  // (AR, pending tokens, spec's verified drafts) or the denoising row that decided it (diffusion).
   int logprobs = -1;
 };
 

@@ -329,7 +329,6 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
     if (hp.mask_token < 0) throw Error("this model has no <|mask|> token: diffusion and spec modes need one");
     const int B = opts.block_size > 0 ? opts.block_size : hp.block_size;
     if (B < 2 || B > kMaxBlock) throw Error(fmt::format("block size {} is out of range [2, {}]", B, kMaxBlock));
-    if (opts.logprobs >= 0) throw Error("logprobs are supported in mode ar only");
   }
   if (opts.logprobs > kMaxLogprobs)
     throw Error(fmt::format("logprobs asks for {} alternatives (at most {})", opts.logprobs, kMaxLogprobs));
@@ -424,7 +423,14 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
       o.observer = [&](const decode::BlockView& v) {
         opts.on_block(BlockEvent{v.tokens, v.decided, v.pass, v.confidence, v.block, v.accepted});
       };
-    if (opts.logprobs >= 0) o.on_choice = record_choice;
+    if (opts.logprobs >= 0) {
+      o.logprobs = opts.logprobs;
+      o.on_logprobs = [&](const decode::TokenLogprobs& d) {
+        TokenLogprobs lp{d.token, d.logprob, {}};
+        for (const sampling::TokenLogprob& a : d.top) lp.top.push_back(TopToken{a.token, a.logprob});
+        chosen = std::move(lp);
+      };
+    }
     decode::Context ctx{[this](backend::Pass& p) { run_pass(p); }, *seq_, sampler, history_, n_vocab};
     const int32_t pending = sampler.sample(logits.data(), history_).token;
     if (opts.logprobs >= 0) record_choice(logits.data(), pending);

@@ -97,15 +97,6 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& v, int n_voc
   return out;
 }
 
-// logprobs is AR-only: the diffusion and spec decoders choose tokens from rows the answer's
-// distribution is not (denoising passes, drafts).
-void check_logprobs_mode(const GenerateOptions& g, const char* field) {
-  if (g.logprobs >= 0 && g.mode != DecodeMode::AR)
-    throw bad_request(std::string("'") + field + "' is supported in mode ar only (this request decodes in mode " +
-                          (g.mode == DecodeMode::Diffusion ? "diffusion" : "spec") + ")",
-                      field);
-}
-
 // Fields shared by both endpoints: sampling, limits, stop, stream, the decoding extension.
 void parse_common(const json& body, const RequestDefaults& d, CompletionRequest& r) {
   if (present(body, "model")) {
@@ -285,7 +276,6 @@ CompletionRequest parse_chat_request(const json& body, const RequestDefaults& d)
   if (get_int(body, "top_logprobs", top, 0, 20) && top > 0 && !logprobs)
     throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
   if (logprobs) r.gen.logprobs = static_cast<int>(top);
-  check_logprobs_mode(r.gen, "logprobs");
 
   // The thinking budget (llama-server's reasoning_budget; thinking_budget_tokens as Anthropic names it).
   r.reasoning_budget = d.reasoning_budget;
@@ -342,7 +332,6 @@ CompletionRequest parse_completion_request(const json& body, const RequestDefaul
   // logprobs: N alternatives per token (0..5, OpenAI's legacy completions limit).
   int64_t logprobs = 0;
   if (get_int(body, "logprobs", logprobs, 0, 5)) r.gen.logprobs = static_cast<int>(logprobs);
-  check_logprobs_mode(r.gen, "logprobs");
   return r;
 }
 

@@ -126,7 +126,7 @@ TEST(ServerRequestLimits, LogprobsAndLogitBias) {
   };
   EXPECT_EQ(param_of(with({{"top_logprobs", 2}}), true), "top_logprobs");
   EXPECT_EQ(param_of(with({{"logprobs", true}, {"top_logprobs", 21}}), true), "top_logprobs");
-  EXPECT_EQ(param_of(with({{"logprobs", true}, {"clover", {{"mode", "spec"}}}}), true), "logprobs");
+  EXPECT_EQ(param_of(with({{"logprobs", true}, {"clover", {{"mode", "spec"}}}}), true), "");  // every mode
   EXPECT_EQ(param_of({{"prompt", "x"}, {"logprobs", 6}}, false), "logprobs");
   EXPECT_EQ(param_of(with({{"logit_bias", {{"100", 1}}}}), true), "logit_bias.100");
   EXPECT_EQ(param_of(with({{"logit_bias", {{"x1", 1}}}}), true), "logit_bias.x1");
