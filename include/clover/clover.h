@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace clover {
@@ -81,6 +82,9 @@ struct SamplingOptions {
   float repeat_penalty = 1.0f;
   int repeat_last_n = 64;
   uint64_t seed = 0;
+  // OpenAI logit_bias: (token id, bias) pairs added to the raw logits before sampling, in every
+  // mode; ids must be in [0, n_vocab), biases finite.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 enum class FinishReason { None, Stop, Length };
@@ -117,6 +121,11 @@ struct GenerateOptions {
   // the prompt: where later prompts are likely to diverge (a chat: the end of the conversation,
   // before the generation prompt, which the next turn re-renders differently).
   std::vector<int> snapshot_at;
+  // OpenAI logprobs: < 0 off; k >= 0 (at most 20): every event carries, for each of its tokens,
+  // the token's log-probability and the k most likely tokens under the raw model distribution
+  // (temperature 1, no penalties, bias or filters) of the row it was chosen from: a causal row
+  // (AR, pending tokens, spec's verified drafts) or the denoising row that decided it (diffusion).
+  int logprobs = -1;
 };
 
 struct GenerateStats {
@@ -139,22 +148,31 @@ struct PassStats {
   int64_t distinct_experts = 0;  // distinct routed experts whose weights were read
 };
 
+struct TopToken {
+  int32_t token;
+  double logprob;
+};
+
+// One generated token's log-probability and the most likely alternatives at its position
+// (GenerateOptions::logprobs), best first.
+struct TokenLogprobs {
+  int32_t token;
+  double logprob;
+  std::vector<TopToken> top;
+};
+
 // What a generation reports as it goes.
 struct Event {
   std::string text;                   // new text (whole UTF-8 characters)
   std::vector<int32_t> tokens;        // tokens committed with this event
   FinishReason finish = FinishReason::None;  // set on the last event
   GenerateStats stats;                // filled on the last event
+  std::vector<TokenLogprobs> logprobs;  // one per token of `tokens` when GenerateOptions::logprobs >= 0
 };
 // Return false to stop generating (e.g. the client went away).
 using EventFn = std::function<bool(const Event&)>;
 
 class Engine;
-
-struct TopToken {
-  int32_t token;
-  double logprob;
-};
 
 // Continuous batching counters (Engine::batching_stats).
 struct BatchingStats {

@@ -29,7 +29,11 @@ class Rows {
       logits_.resize(static_cast<size_t>(rows) * n_vocab);
   }
   // The sampler's rows: selection when it can choose from one.
-  static Rows for_sampler(const sampling::Sampler& s, int rows, int n_vocab) { return Rows(rows, n_vocab, s.top_needed()); }
+  static Rows for_sampler(const sampling::Sampler& s, int rows, int n_vocab, bool whole = false) {
+    return Rows(rows, n_vocab, whole ? 0 : s.top_needed());
+  }
+  // Row r's logits (whole rows only).
+  const float* row(int r) const { return &logits_.at(static_cast<size_t>(r) * V_); }
 
   void attach(backend::Pass& p) {
     p.logits = k_ > 0 ? nullptr : logits_.data();
@@ -82,10 +86,21 @@ void denoise(Context& c, const std::vector<int32_t>& block, std::span<const int3
   stats.denoise_seconds += since(t0);
 }
 
+// The logprobs of `token`, chosen from `row` (raw logits, whole row).
+// exclude: left out of the alternatives (the mask token of a denoising row).
+TokenLogprobs logprobs_of(Context& c, const Options& o, const float* row, int32_t token, int32_t exclude = -1) {
+  TokenLogprobs lp;
+  lp.token = token;
+  lp.logprob = c.sampler.raw_logprob(row, token);
+  if (o.logprobs > 0) c.sampler.top_candidates(row, o.logprobs, lp.top, exclude);
+  return lp;
+}
+
 }  // namespace
 
 void decode_ar(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
-  Rows out = Rows::for_sampler(c.sampler, 1, c.n_vocab);
+  const bool lp = o.logprobs >= 0 && o.on_logprobs;
+  Rows out = Rows::for_sampler(c.sampler, 1, c.n_vocab, lp);
   int32_t p = pending;
   for (int emitted = 1;; ++emitted) {
     const bool go = emit(p);
@@ -95,6 +110,7 @@ void decode_ar(Context& c, int32_t pending, const Options& o, const Emit& emit, 
     }
     commit(c, std::span<const int32_t>(&p, 1), backend::LogitRows::Last, &out, stats);
     p = out.sample(c.sampler, 0, c.committed).token;
+    if (lp) o.on_logprobs(logprobs_of(c, o, out.row(0), p));
   }
 }
 
@@ -102,7 +118,10 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
   const int B = o.block_size;
   // Compared in log space: near 1 float probabilities saturate and would create false ties.
   const double log_tau = o.threshold > 0 ? std::log(o.threshold) : -std::numeric_limits<double>::infinity();
-  Rows out = Rows::for_sampler(c.sampler, B, c.n_vocab);
+  const bool lp = o.logprobs >= 0 && o.on_logprobs;
+  Rows out = Rows::for_sampler(c.sampler, B, c.n_vocab, lp);
+  std::vector<TokenLogprobs> lps(lp ? B : 0);  // per block position, from the row that decided it
+  bool first_block = true;                     // its pending token's logprobs are the caller's
   std::vector<int32_t> block(B);
   std::vector<bool> decided(B);
   std::vector<float> confidence(B);  // for the observer
@@ -126,6 +145,7 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
     auto flush = [&] {
       while (!stop && next < need && decided[next]) {
         ++emitted;
+        if (lp && !(next == 0 && first_block)) o.on_logprobs(lps[next]);
         if (!emit(block[next++])) stop = true;
       }
     };
@@ -149,6 +169,7 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
           block[j] = cand[j].token;
           decided[j] = true;
           confidence[j] = static_cast<float>(std::exp(cand[j].logprob));
+          if (lp) lps[j] = logprobs_of(c, o, out.row(j - 1), block[j], o.mask_token);
           ++filled;
         }
       stats.denoised_tokens += filled;
@@ -167,13 +188,18 @@ void decode_diffusion(Context& c, int32_t pending, const Options& o, const Emit&
     ++stats.blocks;
     if (emitted >= o.max_tokens) return;
     p = out.sample(c.sampler, 0, c.committed).token;
+    if (lp) lps[0] = logprobs_of(c, o, out.row(0), p);
+    first_block = false;
   }
 }
 
 void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit, Stats& stats) {
   const int B = o.block_size;
   Rows drafts(B, c.n_vocab, 2);  // greedy drafts and their probabilities: two entries a row suffice
-  Rows verified = Rows::for_sampler(c.sampler, B, c.n_vocab);
+  const bool lp = o.logprobs >= 0 && o.on_logprobs;
+  Rows verified = Rows::for_sampler(c.sampler, B, c.n_vocab, lp);
+  std::vector<TokenLogprobs> lps(lp ? B : 0);  // lps[i]: block position i, from verifier row i-1
+  bool first = true;                           // the first pending token's logprobs are the caller's
   std::vector<int32_t> block(B);
   const std::unique_ptr<backend::Snapshot> snapshot = c.seq.new_snapshot();
   const std::vector<bool> all_decided(B, true);
@@ -184,6 +210,8 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
   int emitted = 0;
   for (;;) {
     ++emitted;
+    if (lp && !first) o.on_logprobs(lps[0]);
+    first = false;
     if (!emit(p) || emitted >= o.max_tokens) {
       commit(c, std::span<const int32_t>(&p, 1), backend::LogitRows::None, nullptr, stats);
       return;
@@ -207,14 +235,17 @@ void decode_spec(Context& c, int32_t pending, const Options& o, const Emit& emit
     int accepted = 0;
     int32_t a = verified.sample(c.sampler, 0, c.committed).token;
     while (accepted < B - 1 && block[accepted + 1] == a) {
+      if (lp) lps[accepted + 1] = logprobs_of(c, o, verified.row(accepted), a);
       ++accepted;
       a = verified.sample(c.sampler, accepted, c.committed).token;
     }
+    if (lp) lps[0] = logprobs_of(c, o, verified.row(accepted), a);  // the next pending token
     if (o.observer) o.observer(BlockView{block, all_decided, confidence, stats.blocks, 1, accepted});
     int kept = accepted;  // drafts actually output (emit may stop earlier)
     bool stop = false;
     for (int i = 1; i <= accepted; ++i) {
       ++emitted;
+      if (lp) o.on_logprobs(lps[i]);
       if (!emit(block[i]) || emitted >= o.max_tokens) {
         kept = i;
         stop = true;

@@ -35,6 +35,13 @@ struct BlockView {
 };
 using BlockObserver = std::function<void(const BlockView&)>;
 
+// One output token's log-probability and its best alternatives (Options::logprobs).
+struct TokenLogprobs {
+  int32_t token = -1;
+  double logprob = 0.0;
+  std::vector<sampling::TokenLogprob> top;
+};
+
 struct Options {
   int max_tokens = 128;      // tokens to emit at most (the pending token counts)
   int block_size = 32;       // B
@@ -42,6 +49,13 @@ struct Options {
   bool reverse_path = true;  // use the reverse in-block GDN path in denoising passes
   int32_t mask_token = -1;
   BlockObserver observer;    // optional
+  // OpenAI logprobs: >= 0 asks for each output token's raw log-probability in the row it was chosen
+  // from (the causal row in AR mode and for pending tokens; the denoising row for a token a
+  // diffusion pass decided; the verifier's row for an accepted spec draft) and this many
+  // alternatives; on_logprobs gets them just before the token is emitted, except for the first
+  // pending token (the caller chose it). Makes the sampled passes read back whole rows.
+  int logprobs = -1;
+  std::function<void(const TokenLogprobs&)> on_logprobs;
 };
 
 struct Stats {

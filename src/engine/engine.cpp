@@ -4,6 +4,9 @@
 #include <chrono>
 #include <fmt/format.h>
 #include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
 
 #include "clover/clover.h"
 #include "backend/executor.h"
@@ -25,6 +28,8 @@ constexpr int kMaxContext = 131072;
 // Positions past the context that a block pass may use as scratch (a block near the end of the
 // context still has all its positions).
 constexpr int kMaxBlock = 256;
+// Alternatives per token that logprobs may ask for (OpenAI's top_logprobs limit).
+constexpr int kMaxLogprobs = 20;
 
 sampling::SamplingParams to_params(const SamplingOptions& o) {
   sampling::SamplingParams p;
@@ -37,6 +42,7 @@ sampling::SamplingParams to_params(const SamplingOptions& o) {
   p.repeat_penalty = o.repeat_penalty;
   p.repeat_last_n = o.repeat_last_n;
   p.seed = o.seed;
+  p.logit_bias = o.logit_bias;
   return p;
 }
 
@@ -324,6 +330,8 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
     const int B = opts.block_size > 0 ? opts.block_size : hp.block_size;
     if (B < 2 || B > kMaxBlock) throw Error(fmt::format("block size {} is out of range [2, {}]", B, kMaxBlock));
   }
+  if (opts.logprobs > kMaxLogprobs)
+    throw Error(fmt::format("logprobs asks for {} alternatives (at most {})", opts.logprobs, kMaxLogprobs));
 
   // Reuse the cached prefix: all of the history when the prompt extends it, else the longest
   // prefix ending at a recurrent-state snapshot (the GDN state cannot be rewound otherwise).
@@ -362,12 +370,30 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
   done.stats.prompt_tokens = static_cast<int>(prompt.size()) - done.stats.cached_tokens;
   done.stats.prompt_seconds = seconds_since(t0);
 
-  sampling::Sampler sampler(to_params(opts.sampling), n_vocab);
+  std::unique_ptr<sampling::Sampler> sampler_ptr;
+  try {
+    sampler_ptr = std::make_unique<sampling::Sampler>(to_params(opts.sampling), n_vocab);
+  } catch (const std::invalid_argument& e) {
+    throw Error(e.what());
+  }
+  sampling::Sampler& sampler = *sampler_ptr;
   text::Tokenizer::StreamDecoder decoder(m.tokenizer(), false);
   engine::StopStrings stops(opts.stop);
   int generated = 0;
   bool cancelled = false, ended = false;
   const auto t1 = Clock::now();
+
+  // logprobs: the entry of the token about to be emitted, from the row it was chosen from.
+  std::optional<TokenLogprobs> chosen;
+  std::vector<sampling::TokenLogprob> alternatives;
+  auto record_choice = [&](const float* row, int32_t tok) {
+    TokenLogprobs lp{tok, sampler.raw_logprob(row, tok), {}};
+    if (opts.logprobs > 0) {
+      sampler.top_candidates(row, opts.logprobs, alternatives);
+      for (const sampling::TokenLogprob& a : alternatives) lp.top.push_back(TopToken{a.token, a.logprob});
+    }
+    chosen = std::move(lp);
+  };
 
   // Every output token goes through here, in order, in every mode.
   decode::Emit emit = [&](int32_t tok) {
@@ -375,6 +401,10 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
     const bool end = !opts.ignore_eos && m.tokenizer().is_eog(tok);
     Event ev;
     ev.tokens = {tok};
+    if (chosen) {
+      ev.logprobs.push_back(std::move(*chosen));
+      chosen.reset();
+    }
     if (!end) ev.text = stops.push(decoder.push(tok));
     ended = end || stops.stopped();
     if (!on_event(ev)) cancelled = true;
@@ -393,8 +423,17 @@ Event SessionImpl::generate(std::span<const int32_t> prompt, const GenerateOptio
       o.observer = [&](const decode::BlockView& v) {
         opts.on_block(BlockEvent{v.tokens, v.decided, v.pass, v.confidence, v.block, v.accepted});
       };
+    if (opts.logprobs >= 0) {
+      o.logprobs = opts.logprobs;
+      o.on_logprobs = [&](const decode::TokenLogprobs& d) {
+        TokenLogprobs lp{d.token, d.logprob, {}};
+        for (const sampling::TokenLogprob& a : d.top) lp.top.push_back(TopToken{a.token, a.logprob});
+        chosen = std::move(lp);
+      };
+    }
     decode::Context ctx{[this](backend::Pass& p) { run_pass(p); }, *seq_, sampler, history_, n_vocab};
     const int32_t pending = sampler.sample(logits.data(), history_).token;
+    if (opts.logprobs >= 0) record_choice(logits.data(), pending);
     switch (opts.mode) {
       case DecodeMode::AR: decode::decode_ar(ctx, pending, o, emit, ds); break;
       case DecodeMode::Diffusion: decode::decode_diffusion(ctx, pending, o, emit, ds); break;

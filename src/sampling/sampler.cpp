@@ -53,6 +53,10 @@ void check_params(const SamplingParams& p, int32_t n_vocab) {
   if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty)) fail("repeat_penalty must be > 0");
   if (p.repeat_last_n < -1) fail("repeat_last_n must be -1 (whole history), 0 (off) or a window length");
   if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty)) fail("penalties must be finite");
+  for (const auto& [token, bias] : p.logit_bias) {
+    if (!valid_id(token, n_vocab)) fail("logit_bias token " + std::to_string(token) + " is outside the vocabulary");
+    if (!std::isfinite(bias)) fail("logit_bias of token " + std::to_string(token) + " is not finite");
+  }
 }
 
 }  // namespace
@@ -104,6 +108,7 @@ void Sampler::apply_penalties(std::span<const int32_t> history) {
       counts_[t] = 0;  // applied once per distinct token; leaves counts_ all zero
     }
   }
+  for (const auto& [token, bias] : p.logit_bias) work_[token] += bias;
 }
 
 Sampler::Choice Sampler::sample_greedy(int32_t exclude_token) const {
@@ -257,7 +262,8 @@ Sampler::Choice Sampler::draw(size_t n, int32_t exclude_token, const std::functi
 
 bool Sampler::penalised() const {
   const SamplingParams& p = params_;
-  return (p.repeat_penalty != 1.0f && p.repeat_last_n != 0) || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  return (p.repeat_penalty != 1.0f && p.repeat_last_n != 0) || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
+         !p.logit_bias.empty();
 }
 
 int Sampler::top_needed() const {

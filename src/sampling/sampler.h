@@ -6,7 +6,7 @@
 // Order of the steps (the temperature -> top-k -> top-p -> min-p order of HF transformers, vLLM and
 // the diffusion decoders; llama.cpp's default chain differs: it applies the temperature last):
 //   1. penalties on the raw logits: repeat (last repeat_last_n history tokens), then
-//      presence/frequency (whole history)
+//      presence/frequency (whole history), then the logit bias (OpenAI `logit_bias`)
 //   2. greedy (temperature <= 0): argmax, ties to the lowest id; probability = softmax at
 //      temperature 1 over the whole (penalised) row
 //   3. otherwise: z = logit / temperature; keep the top_k largest z; keep the smallest
@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "sampling/row_top.h"
@@ -52,6 +53,9 @@ struct SamplingParams {
   float repeat_penalty = 1.0f;     // llama.cpp: logit / p if logit > 0 else logit * p; 1: off
   int32_t repeat_last_n = 64;      // window of the repeat penalty: 0 off, -1 whole history
   uint64_t seed = 0;
+  // OpenAI logit_bias: (token, bias) pairs added to the logits after the penalties; ids in
+  // [0, n_vocab), biases finite. -100 bans a token in practice, +100 forces it.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   bool greedy() const { return temperature <= 0.0f; }
 };
@@ -79,7 +83,7 @@ class Sampler {
 
   // Selection on the backend: how many of a row's best entries (a RowTop of that k) sample_top needs
   // to choose as sample() would from the whole row; 0 when it needs the row: penalties change
-  // logits the selection does not see, and a draw without top_k (or with top_k >= kMaxTop) may keep
+  // logits the selection does not see (so does a logit bias), and a draw without top_k (or with top_k >= kMaxTop) may keep
   // tokens beyond the best kMaxTop. Greedy: 2 (the best, and the next in case the best is excluded).
   int top_needed() const;
   // The choice sample() makes from the row `top` summarises (top.n >= top_needed() entries, or every

@@ -135,6 +135,7 @@ std::optional<Collected> collect(Job& job, const httplib::Request& req, httplib:
     for (auto& ev : evs) {
       c.text += ev.text;
       c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
+      c.logprobs.insert(c.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
       if (ev.finish != FinishReason::None) c.last = ev;
     }
     evs.clear();

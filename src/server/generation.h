@@ -22,6 +22,7 @@ namespace clover::server {
 struct Collected {
   std::string text;
   std::vector<int32_t> tokens;
+  std::vector<TokenLogprobs> logprobs;  // when the request asked for them
   Event last;  // the final event: finish reason and statistics
 };
 

@@ -70,6 +70,33 @@ DecodeMode parse_mode(const json& v, const std::string& field) {
   throw bad_request("'" + field + "' must be one of ar, diffusion, spec (got \"" + s + "\")", field);
 }
 
+// OpenAI logit_bias: {"token id": bias}, bias in [-100, 100], at most kMaxLogitBias entries (OpenAI's
+// limit; the body scanner's 256 keys per object, json_limits.h, come first).
+constexpr size_t kMaxLogitBias = 300;
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& v, int n_vocab) {
+  if (!v.is_object()) throw wrong_type("logit_bias", "an object mapping token ids to biases", v);
+  if (v.size() > kMaxLogitBias)
+    throw bad_request("'logit_bias' has " + std::to_string(v.size()) + " entries (at most " + std::to_string(kMaxLogitBias) + ")",
+                      "logit_bias");
+  std::vector<std::pair<int32_t, float>> out;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string& key = it.key();
+    const std::string field = "logit_bias." + key;
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) id = std::stoll(key);
+    if (!digits || (n_vocab > 0 && id >= n_vocab) || id > std::numeric_limits<int32_t>::max())
+      throw bad_request("'logit_bias' key \"" + key + "\" is not a token id in [0, " + std::to_string(n_vocab) + ")", field);
+    const json& b = it.value();
+    if (!b.is_number()) throw wrong_type(field, "a number", b);
+    const double x = b.get<double>();
+    if (!std::isfinite(x) || x < -100.0 || x > 100.0)
+      throw bad_request("'" + field + "' must be between -100 and 100 (got " + b.dump() + ")", field);
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(x));
+  }
+  return out;
+}
+
 // Fields shared by both endpoints: sampling, limits, stop, stream, the decoding extension.
 void parse_common(const json& body, const RequestDefaults& d, CompletionRequest& r) {
   if (present(body, "model")) {
@@ -87,15 +114,6 @@ void parse_common(const json& body, const RequestDefaults& d, CompletionRequest&
   int64_t n = 1;
   if (get_int(body, "n", n, 1, std::numeric_limits<int64_t>::max()) && n != 1)
     throw bad_request("only n = 1 is supported", "n");
-
-  // Not implemented yet (the engine API has no logit bias or per-token probabilities): refused
-  // rather than silently ignored, so a client does not act on an answer it did not ask for.
-  if (present(body, "logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
-    throw bad_request("'logit_bias' is not supported by this server", "logit_bias");
-  if (present(body, "logprobs") && body["logprobs"] != false && body["logprobs"] != 0)
-    throw bad_request("'logprobs' is not supported by this server", "logprobs");
-  if (present(body, "top_logprobs") && body["top_logprobs"] != 0)
-    throw bad_request("'top_logprobs' is not supported by this server", "top_logprobs");
 
   GenerateOptions& g = r.gen;
   g.sampling = d.sampling;
@@ -128,6 +146,7 @@ void parse_common(const json& body, const RequestDefaults& d, CompletionRequest&
   s.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
   get_bool(body, "ignore_eos", g.ignore_eos);
   get_bool(body, "return_tokens", r.return_tokens);
+  if (present(body, "logit_bias")) s.logit_bias = parse_logit_bias(body["logit_bias"], d.n_vocab);
 
   if (present(body, "stop")) {
     const json& st = body["stop"];
@@ -250,6 +269,14 @@ CompletionRequest parse_chat_request(const json& body, const RequestDefaults& d)
   if (!r.parse_tools) r.chat.tools = nullptr;  // "none": the model is not told about the tools
   get_bool(body, "parallel_tool_calls", r.parallel_tool_calls);
 
+  // logprobs: true + top_logprobs 0..20 (the alternatives need logprobs: true, as OpenAI says).
+  bool logprobs = false;
+  get_bool(body, "logprobs", logprobs);
+  int64_t top = 0;
+  if (get_int(body, "top_logprobs", top, 0, 20) && top > 0 && !logprobs)
+    throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+  if (logprobs) r.gen.logprobs = static_cast<int>(top);
+
   // The thinking budget (llama-server's reasoning_budget; thinking_budget_tokens as Anthropic names it).
   r.reasoning_budget = d.reasoning_budget;
   int64_t v = 0;
@@ -302,6 +329,9 @@ CompletionRequest parse_completion_request(const json& body, const RequestDefaul
   if (r.prompt.empty() && r.prompt_tokens.empty()) throw bad_request("'prompt' must not be empty", "prompt");
   if (present(body, "echo") && body["echo"] == true) throw bad_request("'echo' is not supported", "echo");
   parse_common(body, d, r);
+  // logprobs: N alternatives per token (0..5, OpenAI's legacy completions limit).
+  int64_t logprobs = 0;
+  if (get_int(body, "logprobs", logprobs, 0, 5)) r.gen.logprobs = static_cast<int>(logprobs);
   return r;
 }
 

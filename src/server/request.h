@@ -30,6 +30,7 @@ struct RequestDefaults {
   int64_t seed = -1;          // -1: a random seed per request
   int n_predict = -1;         // max_tokens when the request gives none; -1: up to the end of the context
   int reasoning_budget = -1;  // thinking tokens allowed; -1: unlimited
+  int n_vocab = 0;            // the model's, for logit_bias keys; 0: not checked here (the engine does)
 };
 
 struct CompletionRequest {

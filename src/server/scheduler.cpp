@@ -387,7 +387,7 @@ GenerateStats Scheduler::generate(Slot& slot, Job& job, const std::vector<int32_
     Event last = slot.session->generate(prompt, go, [&](const Event& ev) {
       if (ev.finish != FinishReason::None && spent) {
         // The end of a generation stopped at the budget: its text goes on, its finish does not.
-        if (!ev.text.empty()) job.push(Event{ev.text, {}, FinishReason::None, {}});
+        if (!ev.text.empty()) job.push(Event{ev.text, {}, FinishReason::None, {}, {}});
         return true;
       }
       generated.insert(generated.end(), ev.tokens.begin(), ev.tokens.end());
@@ -411,7 +411,7 @@ GenerateStats Scheduler::generate(Slot& slot, Job& job, const std::vector<int32_
   next.insert(next.end(), forced.begin(), forced.end());
   generated.insert(generated.end(), forced.begin(), forced.end());
   job.n_decoded += static_cast<int>(forced.size());
-  job.push(Event{job.input.reasoning_end, forced, FinishReason::None, {}});
+  job.push(Event{job.input.reasoning_end, forced, FinishReason::None, {}, {}});
 
   const int room = slot.session->n_ctx() - static_cast<int>(next.size());
   go.max_tokens = std::min(go.max_tokens - static_cast<int>(generated.size()), room);
@@ -419,7 +419,7 @@ GenerateStats Scheduler::generate(Slot& slot, Job& job, const std::vector<int32_
   go.sampling.seed += 1;  // a fresh stream for the answer
   GenerateStats second;
   if (go.max_tokens <= 0) {  // the budget's closing text used up the tokens or the context
-    Event done{"", {}, FinishReason::Length, merge_stats(ran_first ? &first : nullptr, second, 0, static_cast<int>(generated.size()))};
+    Event done{"", {}, FinishReason::Length, merge_stats(ran_first ? &first : nullptr, second, 0, static_cast<int>(generated.size())), {}};
     job.push(done);
     return done.stats;
   }

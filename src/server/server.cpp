@@ -55,6 +55,7 @@ void load(ServerState& st) {
   st.engine = Engine::load(st.opt.model_path, eo);
   for (const auto& w : st.engine->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   std::fprintf(stderr, "%s, %d slots\n", context_summary(st.engine->info()).c_str(), st.opt.n_slots);
+  st.defaults.n_vocab = st.engine->info().n_vocab;
   const std::string source = st.opt.chat_template_file.empty() ? st.engine->chat_template() : read_file(st.opt.chat_template_file);
   if (source.empty()) throw Error("the model has no chat template; give one with --chat-template-file");
   try {

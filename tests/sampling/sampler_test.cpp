@@ -297,6 +297,41 @@ TEST(Penalties, PresenceAndFrequencyFollowOpenAI) {
   EXPECT_NEAR(c.prob, softmax({1.0, 1.0, 0.0, 0.0})[0], 1e-12);
 }
 
+TEST(LogitBias, AddsToTheLogitsAfterThePenalties) {
+  std::vector<float> l = {0.0f, 1.0f, 0.5f, 0.0f};
+  std::vector<int32_t> history = {1};
+  SamplingParams p = with_temperature(1.0f);
+  p.presence_penalty = 0.5f;
+  p.logit_bias = {{0, 2.0f}, {3, -1.0f}};
+  Sampler s(p, 4);
+  std::vector<double> expected = softmax({2.0, 0.5, 0.5, -1.0});
+  const int n = 20000;
+  expect_fits(draw(s, l, n, expected, history), expected, n);
+  // Greedy: -100 bans the argmax, +100 forces an unlikely token; the raw log-probability (OpenAI
+  // logprobs) ignores the bias.
+  p = with_temperature(0.0f);
+  p.logit_bias = {{1, -100.0f}};
+  EXPECT_EQ(Sampler(p, 4).sample(l.data()).token, 2);
+  p.logit_bias = {{3, 100.0f}};
+  Sampler forced(p, 4);
+  EXPECT_EQ(forced.sample(l.data()).token, 3);
+  EXPECT_NEAR(forced.raw_logprob(l.data(), 3), std::log(softmax({0.0, 1.0, 0.5, 0.0})[3]), 1e-12);
+  // The bias changes logits a selection does not see: the whole row is needed.
+  EXPECT_EQ(forced.top_needed(), 0);
+}
+
+TEST(LogitBias, TokensOutsideTheVocabularyAndNonFiniteBiasesAreRejected) {
+  SamplingParams p;
+  p.logit_bias = {{4, 1.0f}};
+  EXPECT_THROW(Sampler(p, 4), std::invalid_argument);
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_THROW(Sampler(p, 4), std::invalid_argument);
+  p.logit_bias = {{0, std::nanf("")}};
+  EXPECT_THROW(Sampler(p, 4), std::invalid_argument);
+  p.logit_bias = {{3, -kInf}};
+  EXPECT_THROW(Sampler(p, 4), std::invalid_argument);
+}
+
 TEST(Penalties, RepeatPenaltyFollowsLlamaCppOverTheLastN) {
   // positive logits are divided by the penalty, negative ones multiplied; each token once.
   std::vector<float> l = {2.0f, -2.0f, 1.0f, 0.5f};

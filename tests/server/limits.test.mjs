@@ -160,14 +160,14 @@ test('a message far larger than the context is refused by its size, before token
   assert.ok(Date.now() - t0 < 4000, `answered in ${Date.now() - t0} ms`);
 });
 
-test('tool messages name their call; tool_choice names a given tool; logprobs and logit_bias are refused', async () => {
+test('tool messages name their call; tool_choice names a given tool; bad logprobs and logit_bias are refused', async () => {
   const TOOL = [{ type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } }];
   const cases = [
     [{ messages: [{ role: 'user', content: 'hi' }, { role: 'tool', content: 'r' }] }, /tool_call_id/],
     [{ messages: [{ role: 'user', content: 'hi' }], tools: TOOL, tool_choice: { type: 'function', function: { name: 'nope' } } }, /nope/],
     [{ messages: [{ role: 'user', content: 'hi' }], tool_choice: { type: 'function', function: { name: 'get_time' } } }, /get_time/],
-    [{ messages: [{ role: 'user', content: 'hi' }], logprobs: true }, /logprobs/],
-    [{ messages: [{ role: 'user', content: 'hi' }], logit_bias: { 5: 100 } }, /logit_bias/],
+    [{ messages: [{ role: 'user', content: 'hi' }], top_logprobs: 2 }, /top_logprobs/],
+    [{ messages: [{ role: 'user', content: 'hi' }], logit_bias: { 5: 1000 } }, /logit_bias/],
   ];
   for (const [body, pattern] of cases) {
     const r = await post('/v1/chat/completions', { model: MODEL, max_tokens: 1, ...body });

@@ -88,6 +88,55 @@ TEST(ServerRequestLimits, RepeatPenaltyZeroIsABadRequest) {
   }
 }
 
+// Issue #26, finding 10: logprobs and logit_bias are parsed into the engine's options, and bad
+// values are 400s naming the field (the entry, for a bias).
+std::string param_of(const json& body, bool chat) {
+  RequestDefaults d;
+  d.n_vocab = 100;
+  try {
+    if (chat) parse_chat_request(body, d);
+    else parse_completion_request(body, d, d.n_vocab);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    return e.extra.value("param", "?");
+  }
+  return "";
+}
+
+TEST(ServerRequestLimits, LogprobsAndLogitBias) {
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  RequestDefaults d;
+  d.n_vocab = 100;
+  json b = chat;
+  b["logprobs"] = true;
+  b["top_logprobs"] = 5;
+  b["logit_bias"] = {{"7", -100}, {"99", 2.5}};
+  CompletionRequest r = parse_chat_request(b, d);
+  EXPECT_EQ(r.gen.logprobs, 5);
+  ASSERT_EQ(r.gen.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(r.gen.sampling.logit_bias[0], (std::pair<int32_t, float>{7, -100.0f}));
+  EXPECT_EQ(r.gen.sampling.logit_bias[1], (std::pair<int32_t, float>{99, 2.5f}));
+  EXPECT_EQ(parse_chat_request(chat, d).gen.logprobs, -1);
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}, {"logprobs", 0}}, d, 100).gen.logprobs, 0);
+
+  auto with = [&](json extra) {
+    json x = chat;
+    for (auto it = extra.begin(); it != extra.end(); ++it) x[it.key()] = it.value();
+    return x;
+  };
+  EXPECT_EQ(param_of(with({{"top_logprobs", 2}}), true), "top_logprobs");
+  EXPECT_EQ(param_of(with({{"logprobs", true}, {"top_logprobs", 21}}), true), "top_logprobs");
+  EXPECT_EQ(param_of(with({{"logprobs", true}, {"clover", {{"mode", "spec"}}}}), true), "");  // every mode
+  EXPECT_EQ(param_of({{"prompt", "x"}, {"logprobs", 6}}, false), "logprobs");
+  EXPECT_EQ(param_of(with({{"logit_bias", {{"100", 1}}}}), true), "logit_bias.100");
+  EXPECT_EQ(param_of(with({{"logit_bias", {{"x1", 1}}}}), true), "logit_bias.x1");
+  EXPECT_EQ(param_of(with({{"logit_bias", {{"3", -100.5}}}}), true), "logit_bias.3");
+  EXPECT_EQ(param_of(with({{"logit_bias", json::array()}}), true), "logit_bias");
+  json many = json::object();
+  for (int i = 0; i < 301; ++i) many[std::to_string(i)] = 0;  // counted before the ids are checked
+  EXPECT_EQ(param_of(with({{"logit_bias", many}}), true), "logit_bias");
+}
+
 TEST(ServerRequestLimits, FuzzCorpusReplays) {
   const std::filesystem::path dir = std::filesystem::path(CLOVER_SERVER_TEST_DIR) / "fuzz_corpus";
   size_t n = 0;
