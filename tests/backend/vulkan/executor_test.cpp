@@ -62,11 +62,8 @@ TEST_P(VulkanModel, LogitsAgreeWithTheCpuExecutor) {
   backend::cpu::CpuExecutor cpu(*m, {2, 256});
   auto cs = cpu.new_sequence(256, {});
   auto vs = vk->new_sequence(256, {});
-  std::vector<float> lc(toks.size() * V), lv(toks.size() * V);
-  Pass pc = Pass::causal(*cs, toks, LogitRows::All, lc.data());
-  Pass pv = Pass::causal(*vs, toks, LogitRows::All, lv.data());
-  cpu.run(pc);
-  vk->run(pv);
+  const TeacherForced tf = teacher_forced(cpu, *cs, *vk, *vs, toks, V);
+  const std::vector<float>& lc = tf.cpu, &lv = tf.vk;
   const Agreement a = compare(lc, lv, V);
   std::printf("%s %s: top-1 %.4f, mean KL %.3g, max KL %.3g, max |delta| %.3g\n", model::layout_name(c.layout),
               GetParam().mixture ? GetParam().mixture : std::string(dtype_name(c.type)).c_str(), a.top1, a.mean_kl, a.max_kl, a.max_abs);
@@ -82,10 +79,10 @@ TEST_P(VulkanModel, LogitsAgreeWithTheCpuExecutor) {
     EXPECT_LE(a.max_abs, 1e-3);
   }
   // The same work: tokens, routed rows, and (with identical routing) distinct experts.
-  EXPECT_EQ(pv.stats.tokens, 200);
-  EXPECT_EQ(pv.stats.expert_rows, pc.stats.expert_rows);
+  EXPECT_EQ(tf.vk_stats.tokens, 200);
+  EXPECT_EQ(tf.vk_stats.expert_rows, tf.cpu_stats.expert_rows);
   if (c.type == DType::F32) {
-    EXPECT_EQ(pv.stats.distinct_experts, pc.stats.distinct_experts);
+    EXPECT_EQ(tf.vk_stats.distinct_experts, tf.cpu_stats.distinct_experts);
   }
   EXPECT_EQ(vs->n_past(), 200);
   EXPECT_EQ(vs->kv_bytes(), backend::kv_bytes_for(m->hp(), 256, {}));
@@ -163,11 +160,8 @@ TEST_P(VulkanTrained, TrainedModelAgreesWithTheCpuExecutor) {
   }
   auto cs = cpu.new_sequence(512, {});
   auto vs = vk->new_sequence(512, {});
-  std::vector<float> lc(toks.size() * V), lv(toks.size() * V);
-  Pass pc = Pass::causal(*cs, toks, LogitRows::All, lc.data());
-  Pass pv = Pass::causal(*vs, toks, LogitRows::All, lv.data());
-  cpu.run(pc);
-  vk->run(pv);
+  const TeacherForced tf = teacher_forced(cpu, *cs, *vk, *vs, toks, V);
+  const std::vector<float>& lc = tf.cpu, &lv = tf.vk;
   const Agreement a = compare(lc, lv, V);
   std::printf("clover-tiny %s over %zu tokens: top-1 %.4f, mean KL %.3g, max KL %.3g, max |delta| %.3g\n", GetParam(),
               toks.size(), a.top1, a.mean_kl, a.max_kl, a.max_abs);

@@ -50,6 +50,24 @@ struct Agreement {
   double top1 = 0, mean_kl = 0, max_kl = 0, max_abs = 0;
 };
 
+// Teacher forcing: `toks` as one causal pass of each sequence on its executor, with every
+// position's logits ([toks][V]) and each pass's statistics.
+struct TeacherForced {
+  std::vector<float> cpu, vk;
+  backend::PassStats cpu_stats, vk_stats;
+};
+inline TeacherForced teacher_forced(backend::Executor& cpu, backend::Sequence& cs, backend::Executor& vk,
+                                    backend::Sequence& vs, const std::vector<int32_t>& toks, int V) {
+  TeacherForced r;
+  r.cpu.resize(toks.size() * V), r.vk.resize(toks.size() * V);
+  backend::Pass pc = backend::Pass::causal(cs, toks, backend::LogitRows::All, r.cpu.data());
+  backend::Pass pv = backend::Pass::causal(vs, toks, backend::LogitRows::All, r.vk.data());
+  cpu.run(pc);
+  vk.run(pv);
+  r.cpu_stats = pc.stats, r.vk_stats = pv.stats;
+  return r;
+}
+
 // Per position: KL(cpu || vulkan) of the softmaxes, top-1 agreement, largest |difference|.
 inline Agreement compare(const std::vector<float>& cpu, const std::vector<float>& vk, int V) {
   Agreement a;

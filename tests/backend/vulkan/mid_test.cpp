@@ -38,11 +38,8 @@ TEST(VulkanMid, LogitsAgreeWithTheCpuExecutor) {
   backend::cpu::CpuExecutor cpu(*m, {2, 256});
   auto cs = cpu.new_sequence(256, {});
   auto vs = vk->new_sequence(256, {});
-  std::vector<float> lc(toks.size() * V), lv(toks.size() * V);
-  Pass pc = Pass::causal(*cs, toks, LogitRows::All, lc.data());
-  Pass pv = Pass::causal(*vs, toks, LogitRows::All, lv.data());
-  cpu.run(pc);
-  vk->run(pv);
+  const TeacherForced tf = teacher_forced(cpu, *cs, *vk, *vs, toks, V);
+  const std::vector<float>& lc = tf.cpu, &lv = tf.vk;
   const Agreement a = compare(lc, lv, V);
   // Top-1 agreement where the CPU's best token leads its second by more than 0.25 (a margin no
   // rounding difference measured here reaches at the positions that decide it).
@@ -60,7 +57,7 @@ TEST(VulkanMid, LogitsAgreeWithTheCpuExecutor) {
   }
   std::printf("mid Q4_0: top-1 agreement where decidable (margin > 0.25): %d of %d\n", agree, decidable);
   std::printf("mid Q4_0: top-1 %.4f, mean KL %.3g, max KL %.3g, max |delta| %.3g; distinct experts summed over layers %lld (cpu %lld)\n",
-              a.top1, a.mean_kl, a.max_kl, a.max_abs, static_cast<long long>(pv.stats.distinct_experts), static_cast<long long>(pc.stats.distinct_experts));
+              a.top1, a.mean_kl, a.max_kl, a.max_abs, static_cast<long long>(tf.vk_stats.distinct_experts), static_cast<long long>(tf.cpu_stats.distinct_experts));
   // Measured (lavapipe, 2026-12-02): Q4_0 over 200 tokens top-1 0.880, decidable 68 of 69, mean KL
   // 1.18e-3, max |delta| 0.52; F16 (CLOVER_VK_MID_TYPE=F16) over 48 tokens top-1 0.979, decidable
   // 17 of 17, mean KL 1.2e-5, max |delta| 0.15. At 32,000 random-weight logits the best tokens are
@@ -69,8 +66,8 @@ TEST(VulkanMid, LogitsAgreeWithTheCpuExecutor) {
   // a shape-dependent fault, is not yet shown: docs/vulkan.md, "Not done yet".
   EXPECT_GE(agree, decidable * 0.98);
   EXPECT_LE(a.mean_kl, 2e-3);
-  EXPECT_EQ(pv.stats.tokens, static_cast<int64_t>(toks.size()));
-  EXPECT_EQ(pv.stats.expert_rows, pc.stats.expert_rows);
+  EXPECT_EQ(tf.vk_stats.tokens, static_cast<int64_t>(toks.size()));
+  EXPECT_EQ(tf.vk_stats.expert_rows, tf.cpu_stats.expert_rows);
   EXPECT_EQ(vs->n_past(), static_cast<int>(toks.size()));
   expect_silent_validation(*vk);
 }
