@@ -31,8 +31,13 @@ inline const GgmlLibs& ggml_libs() {
       g.why = "ggml not installed (" + dir + ")";
       return g;
     }
-    const char* variant = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16") ? "zen4"
-                          : __builtin_cpu_supports("avx2") ? "haswell" : "x64";
+    // CLOVER_GGML_VARIANT (e.g. haswell) loads another variant this CPU can run: how the tests
+    // behave where llama.cpp would pick it.
+    const char* forced = std::getenv("CLOVER_GGML_VARIANT");
+    const char* variant = forced                                                                          ? forced
+                          : __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16") ? "zen4"
+                          : __builtin_cpu_supports("avx2")                                                ? "haswell"
+                                                                                                          : "x64";
     g.cpu = dlopen((dir + "libggml-cpu-" + variant + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!g.cpu) {
       g.why = std::string("cannot load ggml-cpu: ") + dlerror();
