@@ -39,6 +39,24 @@ class EvaluateQuick(unittest.TestCase):
         self.assertGreaterEqual(r["spec_tokens_per_cycle"], 1.0)
         self.assertEqual(set(r["tokens_per_s"]), {"ar", "diffusion", "spec"})
 
+    def test_quant_quality_report(self):
+        # tools/train/quant_quality.py on two presets: the Q8_0 requantisation is the original (KL 0),
+        # Q4_0 is not, and every preset is scored in every mode.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "q.json")
+            p = subprocess.run([sys.executable, "-m", "tools.train.quant_quality", "--presets", "Q8_0,Q4_0", "--n", "1",
+                                "--kl-examples", "2", "--out", out], cwd=ROOT, capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+            with open(out) as f:
+                rows = {r["preset"]: r for r in json.load(f)}
+        self.assertEqual(rows["Q8_0"]["mean_kl"], 0.0)
+        self.assertGreater(rows["Q4_0"]["mean_kl"], 0.0)
+        self.assertLess(rows["Q4_0"]["mib"], rows["Q8_0"]["mib"])
+        for r in rows.values():
+            self.assertEqual(set(r["score"]), {"ar", "diffusion", "spec"})
+            self.assertEqual(r["score"]["spec"], r["score"]["ar"])
+        self.assertIn("| Q4_0 |", p.stdout)
+
     def test_tool_call_scorer(self):
         from tools.train import evaluate
         good = ('<think>\nTwo cities.\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nLisbon\n'
