@@ -81,6 +81,12 @@ class SessionImpl final : public Session {
   // causal passes go in chunks of max_batch; p.stats sums them. Records the pass as last_pass_.
   void run_pass(backend::Pass& p);
   std::vector<float> eval_batched(std::span<const int32_t> tokens, bool all_positions);
+  // A causal pass of `tokens` (the context checked; they join the history) and a denoising pass of
+  // `block` (nothing committed), with logits and/or a top-k selection per row as the Pass asks;
+  // backend errors become Error.
+  void causal_pass(std::span<const int32_t> tokens, backend::LogitRows rows, float* logits, int top_k, sampling::RowTop* top);
+  void denoise_pass(std::span<const int32_t> block, std::span<const int32_t> rows, bool reverse_path, float* logits, int top_k,
+                    sampling::RowTop* top);
 
   EngineImpl& eng_;
   std::unique_ptr<backend::Sequence> seq_;
@@ -224,19 +230,35 @@ std::vector<float> SessionImpl::eval(std::span<const int32_t> tokens, bool all_p
   return eval_batched(tokens, all_positions);
 }
 
-std::vector<float> SessionImpl::eval_batched(std::span<const int32_t> tokens, bool all_positions) {
-  const int n_vocab = eng_.model().hp().n_vocab;
+void SessionImpl::causal_pass(std::span<const int32_t> tokens, backend::LogitRows rows, float* logits, int top_k,
+                              sampling::RowTop* top) {
   if (seq_->n_past() + static_cast<int64_t>(tokens.size()) > n_ctx_)
     throw Error(fmt::format("context full: {} cached + {} new tokens exceed the context of {}", seq_->n_past(), tokens.size(), n_ctx_));
-  std::vector<float> logits(static_cast<size_t>(all_positions ? tokens.size() : 1) * n_vocab);
   try {
-    backend::Pass p = backend::Pass::causal(*seq_, tokens, all_positions ? backend::LogitRows::All : backend::LogitRows::Last,
-                                            logits.data());
+    backend::Pass p = backend::Pass::causal(*seq_, tokens, rows, logits);
+    p.top_k = top_k, p.top = top;
     run_pass(p);
   } catch (const std::exception& e) {
     throw Error(e.what());
   }
   history_.insert(history_.end(), tokens.begin(), tokens.end());
+}
+
+void SessionImpl::denoise_pass(std::span<const int32_t> block, std::span<const int32_t> rows, bool reverse_path, float* logits,
+                               int top_k, sampling::RowTop* top) {
+  try {
+    backend::Pass p = backend::Pass::denoise(*seq_, block, rows, logits, reverse_path);
+    p.top_k = top_k, p.top = top;
+    run_pass(p);
+  } catch (const std::exception& e) {
+    throw Error(e.what());
+  }
+}
+
+std::vector<float> SessionImpl::eval_batched(std::span<const int32_t> tokens, bool all_positions) {
+  const int n_vocab = eng_.model().hp().n_vocab;
+  std::vector<float> logits(static_cast<size_t>(all_positions ? tokens.size() : 1) * n_vocab);
+  causal_pass(tokens, all_positions ? backend::LogitRows::All : backend::LogitRows::Last, logits.data(), 0, nullptr);
   return logits;
 }
 
@@ -245,12 +267,7 @@ std::vector<float> SessionImpl::denoise(std::span<const int32_t> block, bool rev
   const size_t V = static_cast<size_t>(eng_.model().hp().n_vocab);
   std::vector<float> logits(block.size() * V);
   engine::PassBatcher::Participant part(eng_.batcher());
-  try {
-    backend::Pass p = backend::Pass::denoise(*seq_, block, rows, logits.data(), reverse_path);
-    run_pass(p);
-  } catch (const std::exception& e) {
-    throw Error(e.what());
-  }
+  denoise_pass(block, rows, reverse_path, logits.data(), 0, nullptr);
   if (!rows.empty()) {  // the requested rows, packed in order (rows[i] >= i: moving forward is safe)
     for (size_t i = 0; i < rows.size(); ++i)
       if (static_cast<size_t>(rows[i]) != i) std::copy_n(logits.begin() + rows[i] * V, V, logits.begin() + i * V);
@@ -276,18 +293,9 @@ void check_top_k(int k) {
 std::vector<TopToken> SessionImpl::eval_top(std::span<const int32_t> tokens, int k) {
   eng_.model().check_file();
   check_top_k(k);
-  if (seq_->n_past() + static_cast<int64_t>(tokens.size()) > n_ctx_)
-    throw Error(fmt::format("context full: {} cached + {} new tokens exceed the context of {}", seq_->n_past(), tokens.size(), n_ctx_));
   engine::PassBatcher::Participant part(eng_.batcher());
   sampling::RowTop top;
-  try {
-    backend::Pass p = backend::Pass::causal(*seq_, tokens, backend::LogitRows::Last, nullptr);
-    p.top_k = k, p.top = &top;
-    run_pass(p);
-  } catch (const std::exception& e) {
-    throw Error(e.what());
-  }
-  history_.insert(history_.end(), tokens.begin(), tokens.end());
+  causal_pass(tokens, backend::LogitRows::Last, nullptr, k, &top);
   return top_tokens(top);
 }
 
@@ -297,13 +305,7 @@ std::vector<std::vector<TopToken>> SessionImpl::denoise_top(std::span<const int3
   check_top_k(k);
   std::vector<sampling::RowTop> top(block.size());
   engine::PassBatcher::Participant part(eng_.batcher());
-  try {
-    backend::Pass p = backend::Pass::denoise(*seq_, block, rows, nullptr, reverse_path);
-    p.top_k = k, p.top = top.data();
-    run_pass(p);
-  } catch (const std::exception& e) {
-    throw Error(e.what());
-  }
+  denoise_pass(block, rows, reverse_path, nullptr, k, top.data());
   std::vector<std::vector<TopToken>> out;
   if (rows.empty())
     for (const sampling::RowTop& t : top) out.push_back(top_tokens(t));
