@@ -149,6 +149,8 @@ run_check() {
       row "Vulkan driver" "none found (no nvidia ICD manifest, no libGLX_nvidia/libEGL_nvidia): the container has the compute driver only"
     fi
     export CLOVER_VK_TEST_NO_VALIDATION=1
+    # The opt-in cases too slow for lavapipe (mid preset, long context) take seconds on a card.
+    export CLOVER_VK_MID=1 CLOVER_VK_LONG=1
     device=vulkan
     filter='*'
     reps=20

@@ -2,17 +2,33 @@
 // experts top-8, vocabulary 32,000): the shapes where the tiny preset's single workgroups become
 // many (several row chunks per matmul, experts of 8 routed rows each, 32,000-row head), teacher-
 // forced over a 200-token prompt in Q4_0 (the type people run; F32 would be 1.7 GB on lavapipe), or
-// 48 tokens in F16 with CLOVER_VK_MID_TYPE=F16. Label `vulkan`; 3-5 minutes on lavapipe, so it runs
+// 48 tokens in F16 with CLOVER_VK_MID_TYPE=F16. Label `vulkan`; 3-6 minutes on lavapipe, so it runs
 // only with CLOVER_VK_MID=1 (like the long-context case's CLOVER_VK_LONG=1).
+//
+// The bounds are relative to a control: the CPU executor's own scalar kernels (the reference twins,
+// which sum in other orders than the AVX-512 / AVX2 paths) against its fast kernels, on the same
+// file and tokens. A random-weight `mid` router is nearly flat (64 experts, the 8th and 9th
+// probabilities apart by a median 0.0016), so any rounding difference flips some routing choices
+// and the flips grow layer by layer; measured (2026-12-02, lavapipe): CPU scalar vs CPU fast top-1
+// 0.920, mean KL 0.98e-3, max |delta| 0.51, 153 routing flips (first in layer 2); Vulkan vs CPU fast
+// 0.880, 1.18e-3, 0.52, 181 flips (first in layer 1), every flip at a CPU margin below 0.005; F16
+// over 48 tokens: control 0.854, 4.4e-4, 23 flips; Vulkan 0.979, 1.2e-5, 1 flip. The
+// issue's fixed 99 % / 1e-3 is met on trained weights (clover-tiny: top-1 1.000) but not even by
+// the CPU's own second kernel set here, so this test asks Vulkan to stay within the control's
+// spread, and every routing difference to be a near-tie.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_executor.h"
+#include "kernels/cpu_features.h"
 #include "backend/vulkan/executor/vulkan_executor.h"
 #include "backend/vulkan/executor_test_util.h"
 #include "model/model_test_util.h"
@@ -23,30 +39,71 @@ namespace {
 using backend::LogitRows;
 using backend::Pass;
 
-TEST(VulkanMid, LogitsAgreeWithTheCpuExecutor) {
-  const char* on = std::getenv("CLOVER_VK_MID");
-  if (!on || std::string(on) != "1") GTEST_SKIP() << "several minutes on lavapipe: CLOVER_VK_MID=1 runs it";
-  const char* ty = std::getenv("CLOVER_VK_MID_TYPE");
-  const bool f16 = ty && std::string(ty) == "F16";
-  testing::TempDir d;
-  synth::SynthConfig c = synth::preset("mid");
-  c.type = f16 ? DType::F16 : DType::Q4_0;
-  auto m = model::Model::load(testing::write_synth(d, "mid.gguf", c));
-  const int V = m->hp().n_vocab;
-  const std::vector<int32_t> toks = testing::random_tokens(f16 ? 48 : 200, V, 21);
-  VULKAN_OR_SKIP(vk, *m);
-  backend::cpu::CpuExecutor cpu(*m, {2, 256});
-  auto cs = cpu.new_sequence(256, {});
-  auto vs = vk->new_sequence(256, {});
-  const TeacherForced tf = teacher_forced(cpu, *cs, *vk, *vs, toks, V);
-  const std::vector<float>& lc = tf.cpu, &lv = tf.vk;
-  const Agreement a = compare(lc, lv, V);
-  // Top-1 agreement where the CPU's best token leads its second by more than 0.25 (a margin no
-  // rounding difference measured here reaches at the positions that decide it).
+// One causal pass over `toks` with every row's logits, and the routing decisions it made.
+struct TracedRun {
+  std::vector<float> logits;
+  backend::PassStats stats;
+  std::map<std::pair<int, int>, std::pair<std::string, float>> routes;  // (layer, pos) -> (chosen, margin)
+  int n_past = 0;
+};
+
+TracedRun run_traced(backend::Executor& ex, const std::vector<int32_t>& toks, int V) {
+  TracedRun r;
+  r.logits.resize(toks.size() * V);
+  auto seq = ex.new_sequence(256, {});
+  std::FILE* f = std::tmpfile();
+  ex.trace_routing(f);
+  Pass p = Pass::causal(*seq, toks, LogitRows::All, r.logits.data());
+  ex.run(p);
+  ex.trace_routing(nullptr);
+  r.stats = p.stats;
+  r.n_past = seq->n_past();
+  std::rewind(f);
+  // Lines of backend::write_routing_trace: "layer pos e0,e1,... margin".
+  int layer = 0, pos = 0;
+  char chosen[512];
+  float margin = 0;
+  while (std::fscanf(f, "%d %d %511s %f", &layer, &pos, chosen, &margin) == 4) {
+    std::vector<int> ids;
+    for (const char* c = chosen; *c;) {
+      ids.push_back(std::atoi(c));
+      while (*c && *c != ',') ++c;
+      if (*c == ',') ++c;
+    }
+    std::sort(ids.begin(), ids.end());
+    std::string key;
+    for (int e : ids) key += std::to_string(e) + ",";
+    r.routes[{layer, pos}] = {key, margin};
+  }
+  std::fclose(f);
+  return r;
+}
+
+// Where two runs chose different experts: how many (layer, token) pairs, the first layer, and the
+// reference run's largest margin (8th-best minus best left-out probability) at such a pair.
+struct Flips {
+  int n = 0, first_layer = -1;
+  float max_margin = 0;
+};
+
+Flips routing_flips(const TracedRun& ref, const TracedRun& other) {
+  Flips x;
+  for (const auto& [at, choice] : ref.routes) {
+    auto it = other.routes.find(at);
+    if (it != other.routes.end() && it->second.first == choice.first) continue;
+    ++x.n;
+    if (x.first_layer < 0 || at.first < x.first_layer) x.first_layer = at.first;
+    x.max_margin = std::max(x.max_margin, choice.second);
+  }
+  return x;
+}
+
+// Top-1 agreement where the reference's best token leads its second by more than 0.25.
+std::pair<int, int> decidable_agreement(const std::vector<float>& ref, const std::vector<float>& other, int V) {
   int decidable = 0, agree = 0;
-  for (size_t t = 0; t < toks.size(); ++t) {
-    const float* c = lc.data() + t * V;
-    const float* v = lv.data() + t * V;
+  for (size_t t = 0; t < ref.size() / V; ++t) {
+    const float* c = ref.data() + t * V;
+    const float* v = other.data() + t * V;
     int b1 = 0, b2 = -1;
     for (int i = 1; i < V; ++i)
       if (c[i] > c[b1]) b2 = b1, b1 = i;
@@ -55,20 +112,54 @@ TEST(VulkanMid, LogitsAgreeWithTheCpuExecutor) {
     ++decidable;
     agree += static_cast<int>(std::max_element(v, v + V) - v) == b1;
   }
-  std::printf("mid Q4_0: top-1 agreement where decidable (margin > 0.25): %d of %d\n", agree, decidable);
-  std::printf("mid Q4_0: top-1 %.4f, mean KL %.3g, max KL %.3g, max |delta| %.3g; distinct experts summed over layers %lld (cpu %lld)\n",
-              a.top1, a.mean_kl, a.max_kl, a.max_abs, static_cast<long long>(tf.vk_stats.distinct_experts), static_cast<long long>(tf.cpu_stats.distinct_experts));
-  // Measured (lavapipe, 2026-12-02): Q4_0 over 200 tokens top-1 0.880, decidable 68 of 69, mean KL
-  // 1.18e-3, max |delta| 0.52; F16 (CLOVER_VK_MID_TYPE=F16) over 48 tokens top-1 0.979, decidable
-  // 17 of 17, mean KL 1.2e-5, max |delta| 0.15. At 32,000 random-weight logits the best tokens are
-  // near-ties almost everywhere, so plain top-1 says little here; the bounds are on the decidable
-  // positions and the KL. That the Q4_0 gap (the issue asks 99 % / 1e-3) is rounding alone, and not
-  // a shape-dependent fault, is not yet shown: docs/vulkan.md, "Not done yet".
+  return {agree, decidable};
+}
+
+TEST(VulkanMid, LogitsAgreeWithTheCpuExecutorAsCloseAsItsOwnKernelSets) {
+  const char* on = std::getenv("CLOVER_VK_MID");
+  if (!on || std::string(on) != "1") GTEST_SKIP() << "several minutes on lavapipe: CLOVER_VK_MID=1 runs it";
+  const char* ty = std::getenv("CLOVER_VK_MID_TYPE");
+  const bool f16 = ty && std::string(ty) == "F16";
+  const char* type_name = f16 ? "F16" : "Q4_0";
+  testing::TempDir d;
+  synth::SynthConfig c = synth::preset("mid");
+  c.type = f16 ? DType::F16 : DType::Q4_0;
+  auto m = model::Model::load(testing::write_synth(d, "mid.gguf", c));
+  const int V = m->hp().n_vocab;
+  const std::vector<int32_t> toks = testing::random_tokens(f16 ? 48 : 200, V, 21);
+  VULKAN_OR_SKIP(vk, *m);
+
+  // The reference: the CPU executor with its fast kernels; the control: the same with the scalar
+  // twins; the candidate: Vulkan.
+  TracedRun ref, ctrl;
+  {
+    backend::cpu::CpuExecutor cpu(*m, {2, 256});
+    ref = run_traced(cpu, toks, V);
+  }
+  {
+    kernels::isa_force(kernels::Isa::Scalar);
+    backend::cpu::CpuExecutor cpu(*m, {2, 256});
+    ctrl = run_traced(cpu, toks, V);
+    kernels::isa_force(kernels::isa_best());
+  }
+  const TracedRun got = run_traced(*vk, toks, V);
+
+  const Agreement a_ctrl = compare(ref.logits, ctrl.logits, V), a_vk = compare(ref.logits, got.logits, V);
+  const Flips f_ctrl = routing_flips(ref, ctrl), f_vk = routing_flips(ref, got);
+  const auto [agree, decidable] = decidable_agreement(ref.logits, got.logits, V);
+  for (const auto& [name, a, f] : {std::tuple{"CPU scalar (control)", a_ctrl, f_ctrl}, std::tuple{"Vulkan", a_vk, f_vk}})
+    std::printf("mid %s, %s vs CPU: top-1 %.4f, mean KL %.3g, max |delta| %.3g; routing flips %d of %zu (first in layer %d, "
+                "largest CPU margin at a flip %.3g)\n",
+                type_name, name, a.top1, a.mean_kl, a.max_abs, f.n, ref.routes.size(), f.first_layer, f.max_margin);
+  std::printf("mid %s: Vulkan top-1 where decidable (margin > 0.25): %d of %d\n", type_name, agree, decidable);
+
   EXPECT_GE(agree, decidable * 0.98);
-  EXPECT_LE(a.mean_kl, 2e-3);
-  EXPECT_EQ(tf.vk_stats.tokens, static_cast<int64_t>(toks.size()));
-  EXPECT_EQ(tf.vk_stats.expert_rows, tf.cpu_stats.expert_rows);
-  EXPECT_EQ(vs->n_past(), static_cast<int>(toks.size()));
+  EXPECT_LE(a_vk.mean_kl, std::max(2.0 * a_ctrl.mean_kl, 1e-4));
+  EXPECT_LE(f_vk.n, 2 * f_ctrl.n + 8);
+  EXPECT_LT(f_vk.max_margin, 0.01f) << "a routing choice differs where the CPU's choice was not a near-tie";
+  EXPECT_EQ(got.stats.tokens, static_cast<int64_t>(toks.size()));
+  EXPECT_EQ(got.stats.expert_rows, ref.stats.expert_rows);
+  EXPECT_EQ(got.n_past, static_cast<int>(toks.size()));
   expect_silent_validation(*vk);
 }
 
