@@ -13,7 +13,7 @@
 namespace clover::vulkan {
 
 // A weight matrix on the device: `rows` rows of `cols` values of `type` (F32, F16, BF16, Q8_0,
-// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS: stored as in the file), row o at
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS: stored as in the file), row o at
 // byte offset + o * row_stride of `buffer`.
 struct DeviceMatrix {
   DType type = DType::F32;

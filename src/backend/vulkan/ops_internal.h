@@ -50,6 +50,8 @@ inline std::string matmul_shader(DType t, bool experts) {
     case DType::Q5_0: base = "matmul_q5_0"; break;
     case DType::Q5_1: base = "matmul_q5_1"; break;
     case DType::IQ4_NL: base = "matmul_iq4_nl"; break;
+    case DType::Q2_K: base = "matmul_q2_k"; break;
+    case DType::Q3_K: base = "matmul_q3_k"; break;
     case DType::Q4_K: base = "matmul_q4_k"; break;
     case DType::Q5_K: base = "matmul_q5_k"; break;
     case DType::Q6_K: base = "matmul_q6_k"; break;

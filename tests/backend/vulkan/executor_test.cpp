@@ -110,8 +110,9 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 }
 
 // F32 in every layout; every other weight type in the official layout (the layouts differ only in
-// names and fused tensors, which F32 already covers); the Q4_K_M mixture (Q4_K, Q6_K) and IQ4_XS
-// files in llama.cpp's layout, as people download them.
+// names and fused tensors, which F32 already covers); the Q4_K_M mixture (Q4_K, Q6_K), IQ4_XS,
+// Q3_K_M (Q3_K with Q4_K / Q5_K / Q6_K) and Q2_K (Q2_K with Q3_K / Q4_K / Q6_K) files in
+// llama.cpp's layout, as people download them.
 INSTANTIATE_TEST_SUITE_P(
     LayoutsAndTypes, VulkanModel,
     ::testing::Values(Case{model::Layout::Official, DType::F32}, Case{model::Layout::LlamaClover, DType::F32},
@@ -119,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{model::Layout::Official, DType::BF16}, Case{model::Layout::Official, DType::Q8_0},
                       Case{model::Layout::Official, DType::Q4_0},
                       Case{model::Layout::Qwen35Moe, DType::Q4_K, "Q4_K_M"},
-                      Case{model::Layout::Qwen35Moe, DType::IQ4_XS, "IQ4_XS"}),
+                      Case{model::Layout::Qwen35Moe, DType::IQ4_XS, "IQ4_XS"},
+                      Case{model::Layout::Qwen35Moe, DType::Q3_K, "Q3_K_M"}, Case{model::Layout::Qwen35Moe, DType::Q2_K, "Q2_K"}),
     case_name);
 
 // The trained clover-tiny (a Q8_0 file) and its requantisations with `clover quantize` (Q4_0;

@@ -134,6 +134,12 @@ TEST_F(MatmulTest, Q4_0MatchesTheReference) {
 }
 
 // Super-blocks of 256: odd row counts, 1 to 3 super-blocks per row, both sides of the tile of 8.
+TEST_F(MatmulTest, Q2_KMatchesTheReference) {
+  check_block_type(dev(), DType::Q2_K, {{37, 256, 1}, {70, 512, 3}, {19, 256, 9}, {6, 768, 17}});
+}
+TEST_F(MatmulTest, Q3_KMatchesTheReference) {
+  check_block_type(dev(), DType::Q3_K, {{37, 256, 1}, {70, 512, 3}, {19, 256, 9}, {6, 768, 17}});
+}
 TEST_F(MatmulTest, Q4_KMatchesTheReference) {
   check_block_type(dev(), DType::Q4_K, {{37, 256, 1}, {70, 512, 3}, {19, 256, 9}, {6, 768, 17}});
 }

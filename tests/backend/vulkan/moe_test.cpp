@@ -174,6 +174,8 @@ TEST_F(MoeTest, LayerQ8_0MatchesTheCpuComposition) { check_moe(dev(), DType::Q8_
 TEST_F(MoeTest, LayerQ4_0MatchesTheCpuComposition) { check_moe(dev(), DType::Q4_0, 5e-4); }
 // The activations are quantised as the CPU quantises them (Q8_K for the K-quants and IQ4_XS,
 // Q8_1 for Q4_1 / Q5_1), so the Q4_0 bound holds.
+TEST_F(MoeTest, LayerQ2_KMatchesTheCpuComposition) { check_moe(dev(), DType::Q2_K, 5e-4); }
+TEST_F(MoeTest, LayerQ3_KMatchesTheCpuComposition) { check_moe(dev(), DType::Q3_K, 5e-4); }
 TEST_F(MoeTest, LayerQ4_KMatchesTheCpuComposition) { check_moe(dev(), DType::Q4_K, 5e-4); }
 TEST_F(MoeTest, LayerQ5_KMatchesTheCpuComposition) { check_moe(dev(), DType::Q5_K, 5e-4); }
 TEST_F(MoeTest, LayerQ6_KMatchesTheCpuComposition) { check_moe(dev(), DType::Q6_K, 5e-4); }

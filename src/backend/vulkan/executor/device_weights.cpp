@@ -9,8 +9,8 @@ namespace clover::vulkan {
 bool device_supports(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0: case DType::Q4_1:
-    case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-    case DType::IQ4_XS:
+    case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL: case DType::Q2_K: case DType::Q3_K: case DType::Q4_K:
+    case DType::Q5_K: case DType::Q6_K: case DType::IQ4_XS:
       return true;
     default:
       return false;
@@ -18,7 +18,7 @@ bool device_supports(DType t) {
 }
 
 std::string_view device_supported_list() {
-  return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS";
+  return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS";
 }
 
 namespace {

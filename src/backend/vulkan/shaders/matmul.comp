@@ -3,9 +3,9 @@
 // and, with EXPERTS, of kernels::matmul_selected as the MoE layer uses it (model/moe.cpp). One
 // variant per weight type: WTYPE_F32, WTYPE_F16, WTYPE_BF16 (widened with a shift: no device
 // bf16 support needed), the blocks of 32 WTYPE_Q8_0, WTYPE_Q4_0, WTYPE_Q4_1, WTYPE_Q5_0,
-// WTYPE_Q5_1, WTYPE_IQ4_NL and the super-blocks of 256 WTYPE_Q4_K, WTYPE_Q5_K, WTYPE_Q6_K,
-// WTYPE_IQ4_XS (layouts: kernels/dtype.h; read from the raw bytes, which need not be word
-// aligned: 20-, 22-, 210-byte blocks).
+// WTYPE_Q5_1, WTYPE_IQ4_NL and the super-blocks of 256 WTYPE_Q2_K, WTYPE_Q3_K, WTYPE_Q4_K,
+// WTYPE_Q5_K, WTYPE_Q6_K, WTYPE_IQ4_XS (layouts: kernels/dtype.h; read from the raw bytes, which
+// need not be word aligned: 20-, 22-, 110-, 210-byte blocks).
 //
 // Dense grid: x = output row within the chunk (the host splits W into chunks that fit one
 // binding and 65,535 workgroups), y = tile of 8 activation rows.
@@ -60,6 +60,8 @@ layout(push_constant) uniform Push {
 #define Q8_1_ACTS 1  // Q8_1 activations: xs holds (d, s) per block, s = fp16(d x sum of the quants)
 #elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
 #define HAS_MIN 1  // value = dw * q + mw: the mw term needs the sums of the activation quants
+#elif defined(WTYPE_Q2_K)
+#define MIN16 1  // value = dw * q + mw * m16: an integer min per 16 values (m0 for 0..15, m1 for 16..31)
 #endif
 #if defined(WTYPE_IQ4_NL) || defined(WTYPE_IQ4_XS)
 // IQ4_NL's 16 levels (kernels::kIq4nlValues: part of the file format).
@@ -104,6 +106,9 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
     // |q| x 32 x 127 stays below 2^24, so the integer sums convert to float exactly).
     int q[32];
     float dw, mw = 0.0;
+#if defined(MIN16)
+    int m0, m1;
+#endif
 #if defined(WTYPE_Q8_0)
     const uint boff = row_off + b * 34u;
     dw = f16_to_f32(U16_AT(w, boff));
@@ -147,6 +152,37 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
       q[j] -= 16;
       q[j + 16u] -= 16;
 #endif
+    }
+#elif defined(WTYPE_Q2_K)
+    // Super-block b / 8 (84 bytes: scales[16], qs[64], d, dmin); sub-block j = b % 8 reads the 2-bit
+    // field 2 (j % 4) of qs[32 (j / 4) + l]; its values 0..15 use scales[2 j], 16..31 scales[2 j + 1],
+    // each a 4-bit scale (low) and a 4-bit min (high): value = d * sc * q - dmin * m (kquant_low.h).
+    const uint soff = row_off + (b >> 3) * 84u, j = b & 7u, shift = 2u * (j & 3u);
+    const uint s0 = BYTE_AT(w, soff + 2u * j), s1 = BYTE_AT(w, soff + 2u * j + 1u);
+    dw = f16_to_f32(U16_AT(w, soff + 80u));
+    mw = -f16_to_f32(U16_AT(w, soff + 82u));
+    m0 = int(s0 >> 4);
+    m1 = int(s1 >> 4);
+    const uint qbase = soff + 16u + 32u * (j >> 2);
+    for (uint l = 0; l < 32u; ++l) q[l] = int(((l < 16u ? s0 : s1) & 15u) * ((BYTE_AT(w, qbase + l) >> shift) & 3u));
+#elif defined(WTYPE_Q3_K)
+    // Super-block b / 8 (110 bytes: hmask[32], qs[64], scales[12], d); sub-block j = b % 8 reads the
+    // 2-bit field 2 (j % 4) of qs[32 (j / 4) + l] and bit j of hmask[l] (clear: minus 4); its values
+    // 0..15 use 6-bit scale 2 j, 16..31 scale 2 j + 1 (low 4 bits from scales[is] or its high nibble
+    // scales[is - 8], high 2 bits from scales[8 + is % 4]), minus 32: value = d * sc * q.
+    const uint soff = row_off + (b >> 3) * 110u, j = b & 7u, shift = 2u * (j & 3u);
+    dw = f16_to_f32(U16_AT(w, soff + 108u));
+    int sc[2];
+    for (uint h = 0; h < 2u; ++h) {
+      const uint is = 2u * j + h;
+      const uint lo = is < 8u ? BYTE_AT(w, soff + 96u + is) & 15u : BYTE_AT(w, soff + 88u + is) >> 4;
+      const uint hi = (BYTE_AT(w, soff + 104u + (is & 3u)) >> (2u * (is >> 2))) & 3u;
+      sc[h] = int(lo | (hi << 4)) - 32;
+    }
+    const uint qbase = soff + 32u + 32u * (j >> 2);
+    for (uint l = 0; l < 32u; ++l) {
+      const int v = int((BYTE_AT(w, qbase + l) >> shift) & 3u) - (((BYTE_AT(w, soff + l) >> j) & 1u) != 0u ? 0 : 4);
+      q[l] = sc[l >> 4] * v;
     }
 #elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
     // Super-block b / 8, sub-block j = b % 8: value = d * sc_j * q - dmin * m_j (kquant.h).
@@ -211,6 +247,8 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
       int s = 0;
 #if defined(HAS_MIN)
       int sx = 0;  // the sum of the activation quants (for the mw term)
+#elif defined(MIN16)
+      int sx = 0;  // the activation quants weighted by their 16-value group's integer min
 #endif
       for (uint k = 0; k < 8u; ++k) {
         const int word = int(x[xb + k]);
@@ -219,12 +257,14 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
         s += q[4u * k] * x0 + q[4u * k + 1u] * x1 + q[4u * k + 2u] * x2 + q[4u * k + 3u] * x3;
 #if defined(HAS_MIN)
         sx += x0 + x1 + x2 + x3;
+#elif defined(MIN16)
+        sx += (k < 4u ? m0 : m1) * (x0 + x1 + x2 + x3);
 #endif
       }
 #if defined(Q8_1_ACTS)
       const uint xi = 2u * (act[r] * nb + b);
       acc[r] += float(s) * (dw * xs[xi]) + mw * xs[xi + 1u];
-#elif defined(HAS_MIN)
+#elif defined(HAS_MIN) || defined(MIN16)
       const float dx = xs[act[r] * nb + b];
       acc[r] += float(s) * (dw * dx) + float(sx) * (mw * dx);
 #else
