@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace clover::vulkan {
@@ -10,7 +11,7 @@ namespace {
 constexpr uint32_t kMaxBuffersPerDispatch = 8;
 }
 
-CommandList::CommandList(Device& dev, uint32_t max_dispatches) : dev_(dev), max_sets_(max_dispatches) {
+CommandList::CommandList(Device& dev, uint32_t sets_per_pool) : dev_(dev), sets_per_pool_(std::max(1u, sets_per_pool)) {
   std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
   const DeviceFns& f = dev_.fn();
   VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
@@ -18,27 +19,38 @@ CommandList::CommandList(Device& dev, uint32_t max_dispatches) : dev_(dev), max_
   cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   cai.commandBufferCount = 1;
   vk_check(f.vkAllocateCommandBuffers(dev_.handle(), &cai, &cb_), "vkAllocateCommandBuffers");
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max_dispatches * kMaxBuffersPerDispatch};
-  VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  dp.maxSets = max_dispatches;
-  dp.poolSizeCount = 1;
-  dp.pPoolSizes = &size;
-  vk_check(f.vkCreateDescriptorPool(dev_.handle(), &dp, nullptr, &pool_), "vkCreateDescriptorPool");
+  add_pool();
 }
 
 CommandList::~CommandList() {
   const DeviceFns& f = dev_.fn();
   if (last_submit_) dev_.wait(last_submit_);
   std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
-  f.vkDestroyDescriptorPool(dev_.handle(), pool_, nullptr);
+  // A recording abandoned by an exception is closed first (a buffer being recorded cannot begin).
+  if (recording_) f.vkEndCommandBuffer(cb_);
+  for (VkDescriptorPool pool : pools_) f.vkDestroyDescriptorPool(dev_.handle(), pool, nullptr);
   f.vkFreeCommandBuffers(dev_.handle(), dev_.command_pool(), 1, &cb_);
+}
+
+VkDescriptorPool CommandList::add_pool() {
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets_per_pool_ * kMaxBuffersPerDispatch};
+  VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dp.maxSets = sets_per_pool_;
+  dp.poolSizeCount = 1;
+  dp.pPoolSizes = &size;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  vk_check(dev_.fn().vkCreateDescriptorPool(dev_.handle(), &dp, nullptr, &pool), "vkCreateDescriptorPool");
+  pools_.push_back(pool);
+  return pool;
 }
 
 void CommandList::begin() {
   const DeviceFns& f = dev_.fn();
   if (last_submit_) dev_.wait(last_submit_);
   std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
-  vk_check(f.vkResetDescriptorPool(dev_.handle(), pool_, 0), "vkResetDescriptorPool");
+  // A recording abandoned by an exception is closed first (a buffer being recorded cannot begin).
+  if (recording_) f.vkEndCommandBuffer(cb_);
+  for (VkDescriptorPool pool : pools_) vk_check(f.vkResetDescriptorPool(dev_.handle(), pool, 0), "vkResetDescriptorPool");
   n_sets_ = 0;
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   vk_check(f.vkBeginCommandBuffer(cb_, &bi), "vkBeginCommandBuffer");
@@ -53,14 +65,16 @@ void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange>
     throw VulkanError(fmt::format("dispatch of {}: {} buffers given, the shader binds {}", p.name, buffers.size(), p.n_buffers));
   if (push_bytes != p.push_bytes)
     throw VulkanError(fmt::format("dispatch of {}: {} push bytes given, the shader takes {}", p.name, push_bytes, p.push_bytes));
-  if (n_sets_ == max_sets_) throw VulkanError(fmt::format("command list full ({} dispatches)", max_sets_));
   if (gx == 0 || gy == 0 || gz == 0) throw VulkanError(fmt::format("dispatch of {} with an empty grid", p.name));
   const DeviceFns& f = dev_.fn();
   const uint64_t align = dev_.info().min_storage_offset_alignment;
   std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
 
+  // Sets fill the pools in order; one more pool when they are all full.
+  const size_t pool = n_sets_ / sets_per_pool_;
+  if (pool == pools_.size()) add_pool();
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  ai.descriptorPool = pool_;
+  ai.descriptorPool = pools_[pool];
   ai.descriptorSetCount = 1;
   ai.pSetLayouts = &p.set_layout;
   VkDescriptorSet set = VK_NULL_HANDLE;
@@ -76,8 +90,8 @@ void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange>
       throw VulkanError(fmt::format("dispatch of {}: binding [{}, +{}) outside a buffer of {} bytes", p.name, r.offset,
                                     bytes, r.buffer->size()));
     if (bytes > dev_.binding_limit())
-      throw VulkanError(fmt::format("dispatch of {}: a binding of {} bytes exceeds the device's storage-buffer range ({})",
-                                    p.name, bytes, dev_.binding_limit()));
+      throw VulkanError(fmt::format("dispatch of {}: binding {} of {} bytes exceeds the device's storage-buffer range ({})",
+                                    p.name, infos.size(), bytes, dev_.binding_limit()));
     if (align && r.offset % align)
       throw VulkanError(fmt::format("dispatch of {}: binding offset {} is not a multiple of {}", p.name, r.offset, align));
     infos.push_back({r.buffer->handle(), r.offset, bytes});
@@ -108,10 +122,17 @@ void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange>
 }
 
 void CommandList::copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes) {
+  const VkBufferCopy region{src_offset, dst_offset, bytes};
+  copy(src, dst, std::span<const VkBufferCopy>(&region, 1));
+}
+
+void CommandList::copy(const Buffer& src, const Buffer& dst, std::span<const VkBufferCopy> regions) {
   if (!recording_) throw VulkanError("copy outside begin()/end()");
-  if (!src || !dst || src_offset + bytes > src.size() || dst_offset + bytes > dst.size() || bytes == 0)
-    throw VulkanError(fmt::format("copy of {} bytes from [{}] of {} to [{}] of {} bytes", bytes, src_offset,
-                                  src ? src.size() : 0, dst_offset, dst ? dst.size() : 0));
+  if (!src || !dst || regions.empty()) throw VulkanError("copy: no buffer or no region");
+  for (const VkBufferCopy& r : regions)
+    if (r.srcOffset + r.size > src.size() || r.dstOffset + r.size > dst.size() || r.size == 0)
+      throw VulkanError(fmt::format("copy of {} bytes from [{}] of {} to [{}] of {} bytes", r.size, r.srcOffset, src.size(),
+                                    r.dstOffset, dst.size()));
   const DeviceFns& f = dev_.fn();
   std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
   // Earlier work that reads or writes either buffer finishes first (the dispatch barrier orders
@@ -121,8 +142,7 @@ void CommandList::copy(const Buffer& src, uint64_t src_offset, const Buffer& dst
   before.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                          VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, nullptr, 0, nullptr);
-  VkBufferCopy region{src_offset, dst_offset, bytes};
-  f.vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), 1, &region);
+  f.vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), static_cast<uint32_t>(regions.size()), regions.data());
   VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   after.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |

@@ -1,10 +1,12 @@
 // A command list: dispatches recorded once and submitted as often as needed (a pass of a given
 // shape records its list once; every later pass of that shape resubmits it, so the host cost of a
 // pass is one vkQueueSubmit, not one call per op). Each dispatch gets its own descriptor set,
-// allocated from the list's pool, so a recorded list keeps its bindings for its whole life.
+// allocated from the list's pools, so a recorded list keeps its bindings for its whole life.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
+#include <span>
+#include <vector>
 
 #include "backend/vulkan/device.h"
 #include "backend/vulkan/pipeline.h"
@@ -13,8 +15,9 @@ namespace clover::vulkan {
 
 class CommandList {
  public:
-  // max_dispatches: descriptor sets the list can hold between two begin() calls.
-  explicit CommandList(Device& dev, uint32_t max_dispatches = 512);
+  // sets_per_pool: descriptor sets of each pool; a list that records more dispatches between two
+  // begin() calls adds another pool (and keeps it for the next recording).
+  explicit CommandList(Device& dev, uint32_t sets_per_pool = 512);
   ~CommandList();
   CommandList(const CommandList&) = delete;
   CommandList& operator=(const CommandList&) = delete;
@@ -34,6 +37,8 @@ class CommandList {
   // A buffer-to-buffer copy in the list, ordered like a dispatch: it sees what earlier dispatches
   // wrote, and later dispatches see what it wrote.
   void copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes);
+  // Several regions of src to dst in one copy command (regions must not overlap in dst).
+  void copy(const Buffer& src, const Buffer& dst, std::span<const VkBufferCopy> regions);
   void end();
 
   // Submits the recorded list (waiting first if its previous submission is still running) and
@@ -41,12 +46,14 @@ class CommandList {
   uint64_t submit();
   void run() { dev_.wait(submit()); }
   uint32_t dispatches() const { return n_sets_; }
+  bool recorded() const { return recorded_; }
 
  private:
+  VkDescriptorPool add_pool();
   Device& dev_;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
-  VkDescriptorPool pool_ = VK_NULL_HANDLE;
-  uint32_t max_sets_ = 0, n_sets_ = 0;
+  std::vector<VkDescriptorPool> pools_;
+  uint32_t sets_per_pool_ = 0, n_sets_ = 0;
   uint64_t last_submit_ = 0;
   bool recording_ = false, recorded_ = false;
 };

@@ -43,7 +43,7 @@ struct RouterPush {
 struct AttentionPush {
   uint32_t head_dim, n_head, group, q_row, q_head, o_row;
   uint32_t k_stride, k_head_bytes, k_type, v_stride, v_head_bytes, v_type;
-  uint32_t n_past, n_tokens, causal;
+  uint32_t n_past_at, n_tokens, causal;
   float scale;
 };
 struct ConvPush {
@@ -55,11 +55,18 @@ struct GdnPush {
 };
 
 struct KvStorePush {
-  uint32_t row_bytes, values, n_past, tokens, x_stride, type, word0, n_words;
+  uint32_t row_bytes, values, n_past_at, tokens, x_stride, type;
 };
 struct ElementwisePush {
   uint32_t n, rows, y_row, x_row, seg, x_seg, x_off, mode;
 };
+
+void check_word(const DeviceWord& w, const char* op) {
+  if (!w.words.buffer || !*w.words.buffer) throw VulkanError(fmt::format("{}: no buffer holds n_past", op));
+  const uint64_t bytes = w.words.bytes ? w.words.bytes : w.words.buffer->size() - w.words.offset;
+  if ((static_cast<uint64_t>(w.index) + 1) * 4 > bytes)
+    throw VulkanError(fmt::format("{}: n_past at word {} of a binding of {} bytes", op, w.index, bytes));
+}
 
 uint32_t kv_type_id(DType t) {
   if (t != DType::F32 && t != DType::F16 && t != DType::Q8_0)
@@ -236,20 +243,21 @@ void record_moe_router(CommandList& cl, Device& dev, BufferRange logits, int64_t
 }
 
 void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, float scale, BufferRange q,
-                      const KvCacheView& k, const KvCacheView& v, BufferRange o) {
+                      const KvCacheView& k, const KvCacheView& v, BufferRange o, DeviceWord n_past) {
   if (s.head_dim < 1 || s.head_dim > 256) throw VulkanError(fmt::format("attention: head_dim {} (1..256)", s.head_dim));
   if (s.n_head_kv < 1 || s.n_head % s.n_head_kv)
     throw VulkanError(fmt::format("attention: {} query heads do not group over {} KV heads", s.n_head, s.n_head_kv));
   if ((k.type == DType::Q8_0 || v.type == DType::Q8_0) && s.head_dim % 32)
     throw VulkanError(fmt::format("attention: a q8_0 cache needs head_dim a multiple of 32, not {}", s.head_dim));
   if (s.tokens < 1) throw VulkanError("attention: no query tokens");
-  const Pipeline& p = dev.pipelines().get("attention", 4, sizeof(AttentionPush));
+  check_word(n_past, "attention");
+  const Pipeline& p = dev.pipelines().get("attention", 5, sizeof(AttentionPush));
   const AttentionPush push{u32(s.head_dim, "head_dim"), u32(s.n_head, "n_head"), u32(s.n_head / s.n_head_kv, "group"),
                            u32(s.q_row, "q_row"), u32(s.q_head, "q_head"), u32(s.o_row, "o_row"),
                            u32(k.stride, "k stride"), u32(k.head_bytes, "k head"), kv_type_id(k.type),
                            u32(v.stride, "v stride"), u32(v.head_bytes, "v head"), kv_type_id(v.type),
-                           u32(s.n_past, "n_past"), u32(s.tokens, "tokens"), s.causal ? 1u : 0u, scale};
-  cl.dispatch(p, {q, k.range, v.range, o}, push, groups(s.tokens * s.n_head, 1, "attention"));
+                           n_past.index, u32(s.tokens, "tokens"), s.causal ? 1u : 0u, scale};
+  cl.dispatch(p, {q, k.range, v.range, o, n_past.words}, push, groups(s.tokens * s.n_head, 1, "attention"));
 }
 
 void record_conv_silu(CommandList& cl, Device& dev, int64_t channels, int kernel, int64_t tokens, BufferRange x,
@@ -289,20 +297,21 @@ void record_gdn_reverse(CommandList& cl, Device& dev, const GdnShape& s, float s
 }
 
 void record_kv_store(CommandList& cl, Device& dev, BufferRange x, int64_t tokens, int64_t values, int64_t x_stride,
-                     DType type, const Buffer& cache, uint64_t row_bytes, int64_t n_past) {
+                     DType type, const Buffer& cache, uint64_t row_bytes, DeviceWord n_past) {
   const uint32_t id = kv_type_id(type);
   if (tokens < 1) throw VulkanError("kv_store: no tokens");
   if (dtype_row_bytes(type, values) != row_bytes)
     throw VulkanError(fmt::format("kv_store: {} {} values do not make a row of {} bytes", values, dtype_name(type), row_bytes));
-  const uint64_t first = static_cast<uint64_t>(n_past) * row_bytes, end = first + static_cast<uint64_t>(tokens) * row_bytes;
-  if (end > cache.size())
-    throw VulkanError(fmt::format("kv_store: positions {}..{} past the end of a cache of {} bytes", n_past, n_past + tokens - 1,
-                                  cache.size()));
-  const uint64_t word0 = first / 4, word1 = (end + 3) / 4;
-  const Pipeline& p = dev.pipelines().get("kv_store", 2, sizeof(KvStorePush));
-  const KvStorePush push{u32(row_bytes, "row_bytes"), u32(values, "values"), u32(n_past, "n_past"), u32(tokens, "tokens"),
-                         u32(x_stride, "x_stride"), id, u32(word0, "word0"), u32(word1 - word0, "words")};
-  cl.dispatch(p, {x, whole(cache)}, push, groups(static_cast<int64_t>(word1 - word0), 64, "kv_store"));
+  const uint64_t bytes = static_cast<uint64_t>(tokens) * row_bytes;
+  if (bytes > cache.size())
+    throw VulkanError(fmt::format("kv_store: {} positions do not fit a cache of {} bytes", tokens, cache.size()));
+  check_word(n_past, "kv_store");
+  // The most words `bytes` from any byte offset can touch.
+  const uint64_t words = (bytes + 3) / 4 + 1;
+  const Pipeline& p = dev.pipelines().get("kv_store", 3, sizeof(KvStorePush));
+  const KvStorePush push{u32(row_bytes, "row_bytes"), u32(values, "values"), n_past.index, u32(tokens, "tokens"),
+                         u32(x_stride, "x_stride"), id};
+  cl.dispatch(p, {x, whole(cache), n_past.words}, push, groups(static_cast<int64_t>(words), 64, "kv_store"));
 }
 
 void record_elementwise(CommandList& cl, Device& dev, Elementwise op, const ElementwiseShape& s, BufferRange x,

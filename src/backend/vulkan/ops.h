@@ -12,6 +12,14 @@
 
 namespace clover::vulkan {
 
+// A 32-bit value a shader reads when it runs, not when it is recorded: word `index` of `words` (a
+// pass's n_past, in the executor's pass-parameters buffer). A recorded list stays valid while the
+// value changes between its submissions; the host writes the word before each one.
+struct DeviceWord {
+  BufferRange words;
+  uint32_t index = 0;
+};
+
 // A weight matrix on the device: `rows` rows of `cols` values of `type` (F32, F16, BF16, Q8_0,
 // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS: stored as in the file), row o at
 // byte offset + o * row_stride of `buffer`.
@@ -106,7 +114,8 @@ void record_moe_router(CommandList& cl, Device& dev, BufferRange logits, int64_t
                        int64_t stride, BufferRange ids, BufferRange weights);
 
 // attention.comp (twin: kernels::attention_ref): every query head of `tokens` tokens against one
-// layer's KV cache; causal rows see n_past + t + 1 keys, a denoising block's rows n_past + tokens.
+// layer's KV cache; causal rows see n_past + t + 1 keys, a denoising block's rows n_past + tokens,
+// n_past read from `n_past` when the list runs (the caller keeps it inside the cache).
 struct KvCacheView {
   DType type = DType::F16;  // F32, F16 or Q8_0
   BufferRange range;
@@ -114,12 +123,12 @@ struct KvCacheView {
   uint64_t head_bytes = 0;  // bytes between KV heads inside a position
 };
 struct AttentionShape {
-  int64_t head_dim = 0, n_head = 0, n_head_kv = 0, tokens = 0, n_past = 0;
+  int64_t head_dim = 0, n_head = 0, n_head_kv = 0, tokens = 0;
   bool causal = true;
   int64_t q_row = 0, q_head = 0, o_row = 0;  // floats between tokens / heads of q, tokens of o
 };
 void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, float scale, BufferRange q,
-                      const KvCacheView& k, const KvCacheView& v, BufferRange o);
+                      const KvCacheView& k, const KvCacheView& v, BufferRange o, DeviceWord n_past);
 
 // conv_silu.comp (twin: kernels::conv_silu_ref over a run of tokens, as model/gdn.cpp runs it):
 // y = silu(causal depthwise conv of x), the state [K-1][C] advanced in place.
@@ -144,9 +153,10 @@ void record_gdn_reverse(CommandList& cl, Device& dev, const GdnShape& s, float s
 
 // kv_store.comp (twin: store_kv_row in backend/cpu/attention.cpp): the K or V rows of `tokens`
 // tokens (`values` floats each, x_stride apart) into the cache at positions n_past.., in the
-// cache's type (F32, F16 or Q8_0), rows of row_bytes back to back.
+// cache's type (F32, F16 or Q8_0), rows of row_bytes back to back. n_past is read from `n_past`
+// when the list runs; rows past the cache's end are not written (the caller checks the context).
 void record_kv_store(CommandList& cl, Device& dev, BufferRange x, int64_t tokens, int64_t values, int64_t x_stride,
-                     DType type, const Buffer& cache, uint64_t row_bytes, int64_t n_past);
+                     DType type, const Buffer& cache, uint64_t row_bytes, DeviceWord n_past);
 
 // elementwise.comp: y (rows x n, y_row apart) op= x, x read through the strided view
 // r * x_row + (c / seg) * x_seg + x_off + c % seg (seg = n, x_seg = 0, x_off = 0: a plain row).

@@ -59,10 +59,13 @@ double run_case(Device& dev, const AttnCase& c, uint32_t seed) {
 
   Buffer qb = to_device(dev, q), kb = to_device(dev, kc.data(), kc.size()), vb = to_device(dev, vc.data(), vc.size());
   Buffer ob = dev.create_buffer(ref.size() * 4, MemoryPurpose::Scratch);
-  AttentionShape s{c.hd, c.nh, c.nkv, c.tokens, c.n_past, c.causal, q_row, q_head, static_cast<int64_t>(c.nh) * c.hd};
+  AttentionShape s{c.hd, c.nh, c.nkv, c.tokens, c.causal, q_row, q_head, static_cast<int64_t>(c.nh) * c.hd};
+  // n_past is read from a buffer when the list runs (here word 1 of 2).
+  Buffer np = to_device(dev, std::vector<uint32_t>{12345u, static_cast<uint32_t>(c.n_past)});
   CommandList cl(dev);
   cl.begin();
-  record_attention(cl, dev, s, scale, whole(qb), {c.kt, whole(kb), ks, k_head}, {c.vt, whole(vb), vs, v_head}, whole(ob));
+  record_attention(cl, dev, s, scale, whole(qb), {c.kt, whole(kb), ks, k_head}, {c.vt, whole(vb), vs, v_head}, whole(ob),
+                   {whole(np), 1});
   cl.end();
   cl.run();
   const std::vector<float> o = from_device<float>(dev, ob, ref.size());
@@ -92,13 +95,18 @@ TEST_F(AttentionTest, BadShapesAreRefused) {
   Buffer b = dev().create_buffer(4096, MemoryPurpose::Scratch);
   CommandList cl(dev());
   cl.begin();
-  AttentionShape s{48, 4, 3, 1, 0, true, 192, 48, 192};  // 4 heads over 3 KV heads
-  EXPECT_THROW(record_attention(cl, dev(), s, 1.0f, whole(b), {DType::F16, whole(b), 96, 96}, {DType::F16, whole(b), 96, 96}, whole(b)),
+  const DeviceWord np{whole(b), 0};
+  AttentionShape s{48, 4, 3, 1, true, 192, 48, 192};  // 4 heads over 3 KV heads
+  EXPECT_THROW(record_attention(cl, dev(), s, 1.0f, whole(b), {DType::F16, whole(b), 96, 96}, {DType::F16, whole(b), 96, 96}, whole(b), np),
                VulkanError);
   s.n_head_kv = 2;  // q8_0 with head_dim 48
-  EXPECT_THROW(record_attention(cl, dev(), s, 1.0f, whole(b), {DType::Q8_0, whole(b), 96, 48}, {DType::F16, whole(b), 96, 96}, whole(b)),
+  EXPECT_THROW(record_attention(cl, dev(), s, 1.0f, whole(b), {DType::Q8_0, whole(b), 96, 48}, {DType::F16, whole(b), 96, 96}, whole(b), np),
                VulkanError);
-  EXPECT_THROW(record_attention(cl, dev(), s, 1.0f, whole(b), {DType::Q4_0, whole(b), 96, 48}, {DType::F16, whole(b), 96, 96}, whole(b)),
+  EXPECT_THROW(record_attention(cl, dev(), s, 1.0f, whole(b), {DType::Q4_0, whole(b), 96, 48}, {DType::F16, whole(b), 96, 96}, whole(b), np),
+               VulkanError);
+  s.head_dim = 64;  // n_past past the end of its binding
+  EXPECT_THROW(record_attention(cl, dev(), s, 1.0f, whole(b), {DType::F16, whole(b), 128, 128}, {DType::F16, whole(b), 128, 128},
+                                whole(b), {whole(b), 1024}),
                VulkanError);
   cl.end();
 }

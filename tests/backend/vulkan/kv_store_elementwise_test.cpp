@@ -16,8 +16,11 @@ namespace {
 
 class KvStoreTest : public VulkanTest {};
 
-// values per position, positions in the cache, first new position, new tokens.
-void check_store(Device& dev, DType type, int64_t values, int64_t n_ctx, int64_t n_past, int64_t tokens, uint32_t seed) {
+// values per position, positions in the cache, first new positions, new tokens: one recorded list
+// submitted once per entry of n_pasts (the word it reads rewritten in between, as the executor's
+// pass parameters are), each store of the same rows checked against the CPU's bytes.
+void check_store(Device& dev, DType type, int64_t values, int64_t n_ctx, std::initializer_list<int64_t> n_pasts,
+                 int64_t tokens, uint32_t seed) {
   const uint64_t row_bytes = dtype_row_bytes(type, values);
   const int64_t x_stride = values + 3;  // rows of x further apart than a row
   const std::vector<float> x = random_floats(static_cast<size_t>(tokens * x_stride), seed, -3.f, 3.f);
@@ -26,44 +29,58 @@ void check_store(Device& dev, DType type, int64_t values, int64_t n_ctx, int64_t
   std::mt19937 rng(seed + 1);
   for (auto& b : cache) b = static_cast<uint8_t>(rng());
   std::vector<uint8_t> want = cache;
-  for (int64_t t = 0; t < tokens; ++t) {
-    uint8_t* dst = want.data() + (n_past + t) * row_bytes;
-    if (type == DType::Q8_0)
-      kernels::quantize_row_q8_0_activation(x.data() + t * x_stride, reinterpret_cast<BlockQ8_0*>(dst), values);
-    else
-      kernels::quantize_row(type, x.data() + t * x_stride, dst, values);
-  }
   Buffer xb = to_device(dev, x);
   Buffer cb = to_device(dev, cache.data(), cache.size(), MemoryPurpose::Cache);
+  Buffer np = dev.create_buffer(8, MemoryPurpose::Scratch, Residency::Host);
   CommandList cl(dev);
   cl.begin();
-  record_kv_store(cl, dev, whole(xb), tokens, values, x_stride, type, cb, row_bytes, n_past);
+  record_kv_store(cl, dev, whole(xb), tokens, values, x_stride, type, cb, row_bytes, {whole(np), 1});
   cl.end();
-  cl.run();
-  const std::vector<uint8_t> got = from_device<uint8_t>(dev, cb, cache.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(int(got[i]), int(want[i])) << dtype_name(type) << " byte " << i << " (position " << i / row_bytes << ")";
+  for (int64_t n_past : n_pasts) {
+    for (int64_t t = 0; t < tokens; ++t) {
+      uint8_t* dst = want.data() + (n_past + t) * row_bytes;
+      if (type == DType::Q8_0)
+        kernels::quantize_row_q8_0_activation(x.data() + t * x_stride, reinterpret_cast<BlockQ8_0*>(dst), values);
+      else
+        kernels::quantize_row(type, x.data() + t * x_stride, dst, values);
+    }
+    static_cast<uint32_t*>(np.mapped())[0] = 0xffffffffu;  // not the word the shader reads
+    static_cast<uint32_t*>(np.mapped())[1] = static_cast<uint32_t>(n_past);
+    cl.run();
+    const std::vector<uint8_t> got = from_device<uint8_t>(dev, cb, cache.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(int(got[i]), int(want[i])) << dtype_name(type) << " n_past " << n_past << " byte " << i << " (position "
+                                           << i / row_bytes << ")";
+  }
 }
 
-TEST_F(KvStoreTest, F32RowsAreCopied) { check_store(dev(), DType::F32, 96, 9, 3, 4, 1); }
+TEST_F(KvStoreTest, F32RowsAreCopied) { check_store(dev(), DType::F32, 96, 9, {3}, 4, 1); }
 TEST_F(KvStoreTest, F16RowsRoundAsTheCpu) {
-  check_store(dev(), DType::F16, 64, 7, 0, 7, 2);
-  check_store(dev(), DType::F16, 6, 11, 5, 3, 3);  // 12-byte rows: every word is one position's
+  check_store(dev(), DType::F16, 64, 7, {0}, 7, 2);
+  check_store(dev(), DType::F16, 6, 11, {5}, 3, 3);  // 12-byte rows: every word is one position's
 }
 // One KV head of 32 values: 34-byte rows, so words straddle two positions.
 TEST_F(KvStoreTest, Q8_0RowsQuantiseAsTheCpuAndLeaveNeighboursAlone) {
-  check_store(dev(), DType::Q8_0, 32, 9, 3, 1, 4);
-  check_store(dev(), DType::Q8_0, 32, 9, 1, 5, 5);
-  check_store(dev(), DType::Q8_0, 96, 6, 2, 3, 6);
+  check_store(dev(), DType::Q8_0, 32, 9, {3}, 1, 4);
+  check_store(dev(), DType::Q8_0, 32, 9, {1}, 5, 5);
+  check_store(dev(), DType::Q8_0, 96, 6, {2}, 3, 6);
+}
+// A list recorded once stores at whatever n_past its word holds when it runs (every alignment of
+// a 34-byte row against the words, and the last positions of the cache).
+TEST_F(KvStoreTest, ARecordedStoreFollowsTheNPastItReadsWhenItRuns) {
+  check_store(dev(), DType::Q8_0, 32, 12, {0, 1, 2, 3, 6, 10}, 2, 7);
+  check_store(dev(), DType::F16, 6, 11, {4, 0, 8}, 3, 8);
 }
 TEST_F(KvStoreTest, BadShapesAreRefused) {
   Buffer xb = dev().create_buffer(1024, MemoryPurpose::Scratch);
   Buffer cb = dev().create_buffer(340, MemoryPurpose::Cache);
+  const DeviceWord np{whole(xb), 0};
   CommandList cl(dev());
   cl.begin();
-  EXPECT_THROW(record_kv_store(cl, dev(), whole(xb), 1, 32, 32, DType::Q8_0, cb, 34, 10), VulkanError);  // past the end
-  EXPECT_THROW(record_kv_store(cl, dev(), whole(xb), 1, 32, 32, DType::Q8_0, cb, 36, 0), VulkanError);  // wrong row size
-  EXPECT_THROW(record_kv_store(cl, dev(), whole(xb), 1, 32, 32, DType::Q4_0, cb, 18, 0), VulkanError);  // no such cache
+  EXPECT_THROW(record_kv_store(cl, dev(), whole(xb), 11, 32, 32, DType::Q8_0, cb, 34, np), VulkanError);  // past the end
+  EXPECT_THROW(record_kv_store(cl, dev(), whole(xb), 1, 32, 32, DType::Q8_0, cb, 36, np), VulkanError);  // wrong row size
+  EXPECT_THROW(record_kv_store(cl, dev(), whole(xb), 1, 32, 32, DType::Q4_0, cb, 18, np), VulkanError);  // no such cache
+  EXPECT_THROW(record_kv_store(cl, dev(), whole(xb), 1, 32, 32, DType::Q8_0, cb, 34, {whole(xb), 256}), VulkanError);  // no word
   cl.end();
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <unistd.h>
 
@@ -57,12 +58,13 @@ struct VulkanExecutor::Scratch {
   Buffer ds;                             // [B][E]
   Buffer gamma;                          // [B]
   Buffer embd_host, rope_host;           // host-visible, rewritten before every pass
+  Buffer params_host;                    // host-visible: per stacked pass its n_past (ops.h DeviceWord)
+  Buffer ids_host;                       // host-visible: per layer [N * k] routing ids, copied at the pass's end
   int64_t head_rows = 0;                 // rows of logits one head list computes
   Buffer hsel;                           // [head_rows][sE]
   Buffer logits;                         // [head_rows][V]
   Buffer top;                            // [head_rows][select_top_words(kMaxTop)], host-visible
   std::vector<float> rope;
-  std::vector<int32_t> ids_host;
   std::vector<float> router_host;
   std::vector<uint8_t> seen;
   int64_t extra_dispatches = 0;          // of matrices split over several dispatches, all layers
@@ -85,6 +87,7 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
   if (!instance_) throw VulkanError(fmt::format("--device {}: {}", opts.device, error));
   const int index = instance_->resolve(opts.device == "vulkan" ? "" : opts.device);
   dev_ = std::make_unique<Device>(*instance_, index);
+  if (opts.binding_limit) dev_->set_binding_limit(opts.binding_limit);
   const DeviceInfo& info = dev_->info();
   name_ = fmt::format("vulkan:{} ({})", index, info.name);
   if (opts.verbose) std::fprintf(stderr, "vulkan: running on %s\n", name_.c_str());
@@ -145,6 +148,8 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
   s.gamma = mk(B);
   s.embd_host = mk(B * s.sE, Residency::Host);
   s.rope_host = mk(B * std::max(2, hp_.n_rot), Residency::Host);
+  s.params_host = mk(B, Residency::Host);
+  s.ids_host = mk(B * k * hp_.n_layer, Residency::Host);
   // The head: as many rows as fit one binding of logits (and the largest pass).
   const uint64_t row_bytes = static_cast<uint64_t>(hp_.n_vocab) * 4;
   s.head_rows = std::max<int64_t>(1, std::min<int64_t>(B, static_cast<int64_t>(dev_->binding_limit() / row_bytes)));
@@ -160,7 +165,9 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
     for (const DeviceExperts* e : {&L.gate_exps, &L.up_exps, &L.down_exps})
       s.extra_dispatches += matmul_experts_dispatches(*dev_, *e) - 1;
   }
-  head_cl_ = std::make_unique<CommandList>(*dev_, static_cast<uint32_t>(9 + matmul_dispatches(*dev_, w_.output) + 2 * B));
+  const char* every = std::getenv("CLOVER_VK_RECORD_EVERY_PASS");
+  if (!opts.record_every_pass && !(every && std::string(every) == "1"))
+    cache_ = std::make_unique<PassCache>(static_cast<size_t>(std::max(1, opts.recorded_passes)));
   if (opts.verbose) std::fprintf(stderr, "vulkan: %s\n", memory_summary().c_str());
 }
 
@@ -243,6 +250,9 @@ void VulkanExecutor::matmul(const DeviceMatrix& w, BufferRange x, int64_t x_stri
   record_matmul(*rec_, *dev_, w, x, x_stride, q8.for_type(w.type), n_rows, y, y_stride);
 }
 
+// Passes this long are keyed by their position too (recorded_pass.h pass_key).
+constexpr int64_t kPositionKeyedTokens = 64;
+
 void VulkanExecutor::run_stacked(std::span<Pass> passes) {
   Scratch& s = *s_;
   const int64_t E = hp_.n_embd;
@@ -255,31 +265,110 @@ void VulkanExecutor::run_stacked(std::span<Pass> passes) {
     p.stats.tokens = static_cast<int64_t>(p.tokens.size());
   }
 
-  // Host side: the tokens' embedding rows and the rope angles of their positions.
+  // Host side: the tokens' embedding rows, the rope angles of their positions, and the pass
+  // parameters (each pass's n_past) the recorded lists read when they run.
   {
     auto* embd = static_cast<float*>(s.embd_host.mapped());
+    auto* params = static_cast<uint32_t*>(s.params_host.mapped());
     const model::MatRef& te = model_.weights().token_embd;
     std::vector<int64_t> pos;
-    for (size_t i = 0; i < passes.size(); ++i)
+    for (size_t i = 0; i < passes.size(); ++i) {
+      params[i] = static_cast<uint32_t>(passes[i].seq->n_past());
       for (size_t t = 0; t < passes[i].tokens.size(); ++t) {
         const int32_t tok = passes[i].tokens[t];
         const auto* row = static_cast<const uint8_t*>(te.data) + static_cast<size_t>(tok) * te.row_stride;
         kernels::dequantize_row(te.type, row, embd + (row0[i] + static_cast<int64_t>(t)) * s.sE, E);
         pos.push_back(passes[i].seq->n_past() + static_cast<int64_t>(t));
       }
+    }
     if (hp_.n_attn_layers() > 0) {
       rope_table(pos.data(), N, hp_.n_rot, hp_.rope_theta, s.rope);
       std::memcpy(s.rope_host.mapped(), s.rope.data(), s.rope.size() * sizeof(float));
     }
   }
 
-  const uint32_t needed = static_cast<uint32_t>(16 + s.extra_dispatches + hp_.n_layer * (64 + 8 * static_cast<int64_t>(passes.size())));
-  if (!cl_ || cl_capacity_ < needed) {
-    cl_ = std::make_unique<CommandList>(*dev_, needed);
-    cl_capacity_ = needed;
+  // The pass's lists: recorded before for this shape, or recorded now.
+  const std::vector<HeadRow> want = head_rows(passes, row0);
+  const std::vector<int64_t> key = cache_ ? pass_key(passes, kPositionKeyedTokens) : std::vector<int64_t>{};
+  RecordedPass* r = cache_ ? cache_->find(key) : nullptr;
+  if (!r) {
+    r = cache_ ? &cache_->add(key) : &plain_;
+    try {
+      record_pass(*r, passes, row0, N, want);
+    } catch (...) {
+      // The recording stays incomplete (never submitted); its list is closed now, before the
+      // buffers it bound can go away.
+      if (rec_) rec_->end();
+      rec_ = nullptr;
+      recording_ = nullptr;
+      throw;
+    }
   }
-  rec_ = cl_.get();
+  for (size_t i = 0; i < r->used; ++i) {
+    RecordedPass::Segment& seg = r->segments[i];
+    seg.list->run();
+    if (seg.head_chunk >= 0) read_head_chunk(want, static_cast<size_t>(seg.head_chunk));
+    if (seg.host_step) seg.host_step();
+  }
+
+  // Statistics (and the routing trace) from the routing ids of every layer ([layer][N * k] in
+  // ids_host, copied there by the pass).
+  const int k = hp_.n_expert_used, NE = hp_.n_expert;
+  for (int il = 0; il < hp_.n_layer; ++il) {
+    const int32_t* ids = static_cast<const int32_t*>(s.ids_host.mapped()) + static_cast<size_t>(il) * N * k;
+    for (size_t i = 0; i < passes.size(); ++i) {
+      const int T = static_cast<int>(passes[i].tokens.size());
+      passes[i].stats.expert_rows += static_cast<int64_t>(T) * k;
+      passes[i].stats.distinct_experts += backend::distinct_experts(ids, row0[i], row0[i] + T, k, NE, s.seen);
+    }
+    if (routing_trace_) {
+      // Probabilities as the CPU writes them: the softmax of the device's router logits.
+      s.router_host.resize(static_cast<size_t>(N) * NE);
+      std::vector<float> tmp(static_cast<size_t>(N) * s.sNE);
+      dev_->download(s.router, s.router_slice * il, tmp.data(), tmp.size() * sizeof(float));
+      for (int t = 0; t < N; ++t) std::memcpy(&s.router_host[static_cast<size_t>(t) * NE], &tmp[static_cast<size_t>(t) * s.sNE], NE * sizeof(float));
+      std::vector<int32_t> chosen(static_cast<size_t>(N) * k);
+      std::vector<float> weight(static_cast<size_t>(N) * k);
+      backend::route_tokens(s.router_host.data(), N, NE, k, chosen.data(), weight.data());
+      backend::write_routing_trace(routing_trace_, il, 0, s.router_host.data(), ids, N, NE, k);
+    }
+  }
+
+  for (Pass& p : passes)
+    if (p.kind == PassKind::Causal) static_cast<VulkanSequence&>(*p.seq).advance(static_cast<int>(p.tokens.size()));
+}
+
+std::vector<VulkanExecutor::HeadRow> VulkanExecutor::head_rows(std::span<Pass> passes, const std::vector<int>& row0) const {
+  std::vector<HeadRow> want;
+  for (size_t i = 0; i < passes.size(); ++i)
+    for (const backend::WantedRow& r : backend::wanted_rows(passes[i])) want.push_back({row0[i] + r.pos, &passes[i], r.out});
+  return want;
+}
+
+void VulkanExecutor::begin_segment() {
+  RecordedPass& r = *recording_;
+  if (r.used == r.segments.size()) r.segments.push_back({std::make_unique<CommandList>(*dev_, 1024)});
+  RecordedPass::Segment& seg = r.segments[r.used++];
+  seg.head_chunk = -1;
+  seg.host_step = nullptr;
+  rec_ = seg.list.get();
   rec_->begin();
+}
+
+void VulkanExecutor::split_pass(std::function<void()> host_step) {
+  rec_->end();
+  recording_->segments[recording_->used - 1].host_step = std::move(host_step);
+  begin_segment();
+}
+
+void VulkanExecutor::record_pass(RecordedPass& r, std::span<Pass> passes, const std::vector<int>& row0, int N,
+                                 const std::vector<HeadRow>& want) {
+  Scratch& s = *s_;
+  const int64_t E = hp_.n_embd;
+  r.complete = false;
+  r.used = 0;
+  recording_ = &r;
+  begin_segment();
   // A denoising pass scans its GDN layers from a copy of its sequence's recurrent state, so the
   // sequence is left as it was (its attention layers write K/V only past n_past, which is free).
   s.gdn_state.assign(passes.size(), nullptr);
@@ -304,36 +393,26 @@ void VulkanExecutor::run_stacked(std::span<Pass> passes) {
   ElementwiseShape copy{E, N, s.sE, s.sE};
   record_elementwise(*rec_, *dev_, Elementwise::Copy, copy, whole(s.embd_host), whole(s.x));
   for (int il = 0; il < hp_.n_layer; ++il) record_layer(il, passes, row0, N);
-  rec_->end();
-  rec_->run();
-  rec_ = nullptr;
-
-  // Statistics (and the routing trace) from the routing ids of every layer.
-  const int k = hp_.n_expert_used, NE = hp_.n_expert;
-  s.ids_host.resize(static_cast<size_t>(N) * k);
-  for (int il = 0; il < hp_.n_layer; ++il) {
-    dev_->download(s.ids, s.ids_slice * il, s.ids_host.data(), s.ids_host.size() * sizeof(int32_t));
-    for (size_t i = 0; i < passes.size(); ++i) {
-      const int T = static_cast<int>(passes[i].tokens.size());
-      passes[i].stats.expert_rows += static_cast<int64_t>(T) * k;
-      passes[i].stats.distinct_experts += backend::distinct_experts(s.ids_host.data(), row0[i], row0[i] + T, k, NE, s.seen);
+  // The routing ids of every layer to the host, for the statistics.
+  const uint64_t ids_bytes = static_cast<uint64_t>(N) * hp_.n_expert_used * sizeof(int32_t);
+  std::vector<VkBufferCopy> regions;
+  for (int il = 0; il < hp_.n_layer; ++il) regions.push_back({s.ids_slice * il, ids_bytes * il, ids_bytes});
+  rec_->copy(s.ids, s.ids_host, regions);
+  // The head: its first chunk of rows in the same list, each further chunk in a list of its own
+  // (the chunks share the logits scratch, read back in between).
+  const size_t chunks = (want.size() + static_cast<size_t>(s.head_rows) - 1) / static_cast<size_t>(s.head_rows);
+  for (size_t c = 0; c < chunks; ++c) {
+    if (c > 0) {
+      rec_->end();
+      begin_segment();
     }
-    if (routing_trace_) {
-      // Probabilities as the CPU writes them: the softmax of the device's router logits.
-      s.router_host.resize(static_cast<size_t>(N) * NE);
-      std::vector<float> tmp(static_cast<size_t>(N) * s.sNE);
-      dev_->download(s.router, s.router_slice * il, tmp.data(), tmp.size() * sizeof(float));
-      for (int t = 0; t < N; ++t) std::memcpy(&s.router_host[static_cast<size_t>(t) * NE], &tmp[static_cast<size_t>(t) * s.sNE], NE * sizeof(float));
-      std::vector<int32_t> chosen(static_cast<size_t>(N) * k);
-      std::vector<float> weight(static_cast<size_t>(N) * k);
-      backend::route_tokens(s.router_host.data(), N, NE, k, chosen.data(), weight.data());
-      backend::write_routing_trace(routing_trace_, il, 0, s.router_host.data(), s.ids_host.data(), N, NE, k);
-    }
+    record_head_chunk(want, c);
+    r.segments[r.used - 1].head_chunk = static_cast<int>(c);
   }
-
-  run_head(passes, row0);
-  for (Pass& p : passes)
-    if (p.kind == PassKind::Causal) static_cast<VulkanSequence&>(*p.seq).advance(static_cast<int>(p.tokens.size()));
+  rec_->end();
+  rec_ = nullptr;
+  recording_ = nullptr;
+  r.complete = true;
 }
 
 void VulkanExecutor::record_layer(int il, std::span<Pass> passes, const std::vector<int>& row0, int N) {
@@ -434,19 +513,20 @@ void VulkanExecutor::record_attention(int il, std::span<Pass> passes, const std:
   for (size_t i = 0; i < passes.size(); ++i) {
     const auto& seq = static_cast<const VulkanSequence&>(*passes[i].seq);
     const int slot = seq.layer_slot(il);
-    const int64_t T = static_cast<int64_t>(passes[i].tokens.size()), n_past = seq.n_past();
+    const int64_t T = static_cast<int64_t>(passes[i].tokens.size());
+    const DeviceWord n_past{whole(s.params_host), static_cast<uint32_t>(i)};  // read when the pass runs
     record_kv_store(*rec_, *dev_, rows(s.k, row0[i], s.sKV), T, nkv * hd, s.sKV, seq.types().k, seq.k_cache(slot),
                     seq.k_row_bytes(), n_past);
     record_kv_store(*rec_, *dev_, rows(s.v, row0[i], s.sKV), T, nkv * hd, s.sKV, seq.types().v, seq.v_cache(slot),
                     seq.v_row_bytes(), n_past);
     AttentionShape a;
     // A denoising block sees the prefix and the whole block, both directions.
-    a.head_dim = hd, a.n_head = nh, a.n_head_kv = nkv, a.tokens = T, a.n_past = n_past;
+    a.head_dim = hd, a.n_head = nh, a.n_head_kv = nkv, a.tokens = T;
     a.causal = passes[i].kind == PassKind::Causal;
     a.q_row = s.sQ, a.q_head = hd, a.o_row = s.sQ;
     const KvCacheView K{seq.types().k, whole(seq.k_cache(slot)), seq.k_row_bytes(), seq.k_head_bytes()};
     const KvCacheView V{seq.types().v, whole(seq.v_cache(slot)), seq.v_row_bytes(), seq.v_head_bytes()};
-    vulkan::record_attention(*rec_, *dev_, a, scale, rows(s.q, row0[i], s.sQ), K, V, rows(s.attn, row0[i], s.sQ));
+    vulkan::record_attention(*rec_, *dev_, a, scale, rows(s.q, row0[i], s.sQ), K, V, rows(s.attn, row0[i], s.sQ), n_past);
   }
   // Output gate: attn *= sigmoid(the gate half of each head), then the output projection.
   ElementwiseShape gate{nh * hd, N, s.sQ, s.sQG};
@@ -489,64 +569,56 @@ void VulkanExecutor::record_moe(int il, int N) {
                      whole(s.y), s.sE);
 }
 
-void VulkanExecutor::run_head(std::span<Pass> passes, const std::vector<int>& row0) {
+void VulkanExecutor::record_head_chunk(const std::vector<HeadRow>& want, size_t chunk) {
   Scratch& s = *s_;
   const int64_t V = hp_.n_vocab, E = hp_.n_embd;
-  // Every row asked for: its stacked row, its pass, and its row in the pass's logits / top.
-  struct Want {
-    int64_t row;
-    Pass* pass;
-    int64_t out;
-  };
-  std::vector<Want> want;
-  for (size_t i = 0; i < passes.size(); ++i)
-    for (const backend::WantedRow& r : backend::wanted_rows(passes[i])) want.push_back({row0[i] + r.pos, &passes[i], r.out});
-  std::vector<float> host;
-  for (size_t c0 = 0; c0 < want.size(); c0 += static_cast<size_t>(s.head_rows)) {
-    const size_t n = std::min(want.size() - c0, static_cast<size_t>(s.head_rows));
-    int k = 0;  // the largest selection any row of the chunk wants (a smaller one is its prefix)
-    bool rows_back = false;
+  const size_t c0 = chunk * static_cast<size_t>(s.head_rows);
+  const size_t n = std::min(want.size() - c0, static_cast<size_t>(s.head_rows));
+  int k = 0;  // the largest selection any row of the chunk wants (a smaller one is its prefix)
+  for (size_t r = 0; r < n; ++r) k = std::max(k, want[c0 + r].pass->top_k);
+  // Runs of consecutive stacked rows normed in one dispatch each.
+  for (size_t a = 0; a < n;) {
+    size_t b = a + 1;
+    while (b < n && want[c0 + b].row == want[c0 + b - 1].row + 1) ++b;
+    const NormShape ns{E, static_cast<int64_t>(b - a), 1, s.sE, 0, s.sE, 0};
+    record_rms_norm(*rec_, *dev_, ns, NormMode::Weighted, hp_.rms_eps, 1.0f, rows(s.x, want[c0 + a].row, s.sE),
+                    whole(*w_.output_norm), whole(*w_.output_norm), rows(s.hsel, static_cast<int64_t>(a), s.sE));
+    a = b;
+  }
+  const QuantActs q8 = quantize(need(w_.output), whole(s.hsel), static_cast<int64_t>(n), E, s.sE);
+  matmul(w_.output, whole(s.hsel), s.sE, q8, static_cast<int64_t>(n), whole(s.logits), V);
+  if (k > 0) record_select_top(*rec_, *dev_, whole(s.logits), static_cast<int64_t>(n), V, V, k, whole(s.top));
+}
+
+void VulkanExecutor::read_head_chunk(const std::vector<HeadRow>& want, size_t chunk) {
+  Scratch& s = *s_;
+  const int64_t V = hp_.n_vocab;
+  const size_t c0 = chunk * static_cast<size_t>(s.head_rows);
+  const size_t n = std::min(want.size() - c0, static_cast<size_t>(s.head_rows));
+  int k = 0;
+  bool rows_back = false;
+  for (size_t r = 0; r < n; ++r) {
+    k = std::max(k, want[c0 + r].pass->top_k);
+    rows_back |= want[c0 + r].pass->logits != nullptr;
+  }
+  if (k > 0) {  // a few hundred bytes a row instead of the row
+    const uint64_t words = select_top_words(k);
+    const auto* w = static_cast<const uint32_t*>(s.top.mapped());
     for (size_t r = 0; r < n; ++r) {
-      k = std::max(k, want[c0 + r].pass->top_k);
-      rows_back |= want[c0 + r].pass->logits != nullptr;
+      const HeadRow& x = want[c0 + r];
+      if (x.pass->top_k == 0) continue;
+      sampling::RowTop& t = x.pass->top[x.out];
+      read_row_top(w + r * words, k, t);
+      t.n = std::min(t.n, x.pass->top_k);
     }
-    rec_ = head_cl_.get();
-    rec_->begin();
-    // Runs of consecutive stacked rows normed in one dispatch each.
-    for (size_t a = 0; a < n;) {
-      size_t b = a + 1;
-      while (b < n && want[c0 + b].row == want[c0 + b - 1].row + 1) ++b;
-      const NormShape ns{E, static_cast<int64_t>(b - a), 1, s.sE, 0, s.sE, 0};
-      record_rms_norm(*rec_, *dev_, ns, NormMode::Weighted, hp_.rms_eps, 1.0f, rows(s.x, want[c0 + a].row, s.sE),
-                      whole(*w_.output_norm), whole(*w_.output_norm), rows(s.hsel, static_cast<int64_t>(a), s.sE));
-      a = b;
-    }
-    const QuantActs q8 = quantize(need(w_.output), whole(s.hsel), static_cast<int64_t>(n), E, s.sE);
-    matmul(w_.output, whole(s.hsel), s.sE, q8, static_cast<int64_t>(n), whole(s.logits), V);
-    if (k > 0) record_select_top(*rec_, *dev_, whole(s.logits), static_cast<int64_t>(n), V, V, k, whole(s.top));
-    rec_->end();
-    rec_->run();
-    rec_ = nullptr;
-    if (k > 0) {  // a few hundred bytes a row instead of the row
-      const uint64_t words = select_top_words(k);
-      const auto* w = static_cast<const uint32_t*>(s.top.mapped());
-      for (size_t r = 0; r < n; ++r) {
-        const Want& x = want[c0 + r];
-        if (x.pass->top_k == 0) continue;
-        sampling::RowTop& t = x.pass->top[x.out];
-        read_row_top(w + r * words, k, t);
-        t.n = std::min(t.n, x.pass->top_k);
-      }
-    }
-    if (!rows_back) continue;
-    // Rows are contiguous in the logits buffer; read them in one go, then scatter.
-    host.resize(n * static_cast<size_t>(V));
-    dev_->download(s.logits, 0, host.data(), host.size() * sizeof(float));
-    for (size_t r = 0; r < n; ++r) {
-      const Want& x = want[c0 + r];
-      if (x.pass->logits)
-        std::memcpy(x.pass->logits + x.out * V, host.data() + r * V, sizeof(float) * static_cast<size_t>(V));
-    }
+  }
+  if (!rows_back) return;
+  // Rows are contiguous in the logits buffer; read them in one go, then scatter.
+  std::vector<float> host(n * static_cast<size_t>(V));
+  dev_->download(s.logits, 0, host.data(), host.size() * sizeof(float));
+  for (size_t r = 0; r < n; ++r) {
+    const HeadRow& x = want[c0 + r];
+    if (x.pass->logits) std::memcpy(x.pass->logits + x.out * V, host.data() + r * V, sizeof(float) * static_cast<size_t>(V));
   }
 }
 

@@ -13,7 +13,12 @@
 //   per layer:  h = rms(x);  x += mixer(h)             gdn: qkv/z/beta/alpha, conv+silu, l2, delta rule, gated norm, out
 //                                                      attention: q|gate, k, v, norms, rope, kv store, attention, gate, o
 //               h = rms(x);  x += moe(h)               router, top-k, grouping, expert products, shared expert, combine
-//   logits = head(rms(x)) for the rows asked for      a second, small command list per chunk of rows
+//   logits = head(rms(x)) for the rows asked for      in chunks of rows that fit the logits scratch
+//
+// The lists of a pass are recorded once per pass shape and resubmitted (recorded_pass.h): a decode
+// step of a shape seen before costs the host one vkQueueSubmit and a few small buffer writes.
+// Options::record_every_pass (or CLOVER_VK_RECORD_EVERY_PASS=1) records every pass anew instead:
+// the plain path, which the tests hold the cached one bitwise equal to.
 //
 // Denoising passes (block diffusion, guess-then-verify drafts) run like causal ones with three
 // differences: the GDN layers scan from a copy of the sequence's state and add the reverse
@@ -21,6 +26,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -31,6 +37,7 @@
 #include "backend/vulkan/commands.h"
 #include "backend/vulkan/device.h"
 #include "backend/vulkan/executor/device_weights.h"
+#include "backend/vulkan/executor/recorded_pass.h"
 #include "backend/vulkan/executor/vulkan_sequence.h"
 #include "backend/vulkan/instance.h"
 #include "model/model.h"
@@ -42,6 +49,9 @@ class VulkanExecutor final : public backend::Executor {
   struct Options {
     std::string device = "vulkan";  // "vulkan" (the first real GPU), "vulkan:N" or "N"
     int max_batch = 256;
+    bool record_every_pass = false;  // no recorded passes kept (also CLOVER_VK_RECORD_EVERY_PASS=1)
+    int recorded_passes = 32;        // pass shapes whose command lists are kept (least recently used dropped)
+    uint64_t binding_limit = 0;      // tests: a binding limit below the device's (Device::set_binding_limit)
     bool validate = false;          // the Khronos validation layer (also CLOVER_VK_VALIDATE=1)
     bool verbose = true;            // print the device, the upload's progress and the memory used
   };
@@ -60,6 +70,8 @@ class VulkanExecutor final : public backend::Executor {
 
   Device& device() { return *dev_; }
   const Instance& instance() const { return *instance_; }
+  // The recorded passes kept (nullptr when every pass is recorded anew).
+  const PassCache* recorded_passes() const { return cache_.get(); }
   // "weights X MiB, caches Y MiB, ..." from the device's memory account.
   std::string memory_summary() const;
 
@@ -67,11 +79,26 @@ class VulkanExecutor final : public backend::Executor {
   struct Scratch;
   void check(const backend::Pass& p) const;
   void run_stacked(std::span<backend::Pass> passes);
+  // Every row a pass stack wants from the head: its stacked row, its pass, its row in the pass's
+  // logits / top. Chunks of Scratch::head_rows rows share the logits scratch.
+  struct HeadRow {
+    int64_t row;
+    backend::Pass* pass;
+    int64_t out;
+  };
+  std::vector<HeadRow> head_rows(std::span<backend::Pass> passes, const std::vector<int>& row0) const;
+  void record_pass(RecordedPass& r, std::span<backend::Pass> passes, const std::vector<int>& row0, int N,
+                   const std::vector<HeadRow>& want);
+  void begin_segment();
+  // Ends the segment being recorded with a host step (run after it completes; see RecordedPass)
+  // and begins the next: for a pass that needs the host in its middle.
+  void split_pass(std::function<void()> host_step);
   void record_layer(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
   void record_gdn(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
   void record_attention(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
   void record_moe(int il, int N);
-  void run_head(std::span<backend::Pass> passes, const std::vector<int>& row0);
+  void record_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
+  void read_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
   // Activation rows quantised once for all the block-type products that read them, in each kind
   // (activation_kind: Q8_0, Q8_1, Q8_K) some product needs (a file may mix them on one input;
   // need(): bit 1 << kind).
@@ -97,9 +124,10 @@ class VulkanExecutor final : public backend::Executor {
   std::string name_;
   DeviceWeights w_;
   std::unique_ptr<Scratch> s_;
-  std::unique_ptr<CommandList> cl_, head_cl_;
-  uint32_t cl_capacity_ = 0;
-  CommandList* rec_ = nullptr;  // the list being recorded
+  std::unique_ptr<PassCache> cache_;  // null: every pass recorded anew into plain_
+  RecordedPass plain_;
+  RecordedPass* recording_ = nullptr;  // the pass being recorded
+  CommandList* rec_ = nullptr;         // its list being recorded
   std::map<std::pair<int64_t, int>, Q8Activations> q8_;  // by (columns, kind)
   std::FILE* routing_trace_ = nullptr;
 };

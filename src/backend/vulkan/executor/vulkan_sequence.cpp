@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "model/model.h"
 
@@ -10,10 +11,11 @@ namespace clover::vulkan {
 
 namespace {
 uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+std::atomic<uint64_t> next_id{1};
 }  // namespace
 
 VulkanSequence::VulkanSequence(Device& dev, const model::HParams& hp, int n_ctx, backend::KvTypes types)
-    : dev_(dev), n_ctx_(n_ctx), types_(types) {
+    : dev_(dev), id_(next_id++), n_ctx_(n_ctx), types_(types) {
   backend::check_kv_types(hp, types);
   if (n_ctx < 1) throw model::ModelError(fmt::format("a sequence needs at least one position, not {}", n_ctx));
   if (hp.n_attn_layers() > 0) {

@@ -45,6 +45,9 @@ class VulkanSequence final : public backend::Sequence {
 
   // --- for the Vulkan executor ---
   const Device& device() const { return dev_; }
+  // Never the same for two sequences of a process (a recorded pass names the sequences whose
+  // buffers it binds by this; an address could be reused by the next sequence).
+  uint64_t id() const { return id_; }
   const backend::KvTypes& types() const { return types_; }
   void advance(int n) { n_past_ += n; }
   int layer_slot(int il) const { return slot_[il]; }
@@ -65,6 +68,7 @@ class VulkanSequence final : public backend::Sequence {
 
  private:
   Device& dev_;
+  uint64_t id_;
   int n_ctx_;
   int n_past_ = 0;
   backend::KvTypes types_;

@@ -8,7 +8,9 @@
 //
 // K and V are one layer's cache: position j of KV head g at byte j * stride + g * head_bytes,
 // each of type F32 (0), F16 (1) or Q8_0 (8, ggml blocks of 34 bytes), chosen by push constant
-// (a uniform branch). Query head h reads KV head h / group (GQA). The query is rounded to the K
+// (a uniform branch). n_past is read from a small buffer of pass parameters when the shader runs
+// (word n_past_at of P), so a recorded pass stays valid as its sequence grows. Query head h reads
+// KV head h / group (GQA). The query is rounded to the K
 // cache's activation type first, as the CPU does (round_query): fp16 for an F16 cache, Q8_0
 // blocks (quantised and dequantised) for a Q8_0 cache.
 //
@@ -24,6 +26,7 @@ layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { uint kc[]; };
 layout(std430, binding = 2) readonly buffer V { uint vc[]; };
 layout(std430, binding = 3) writeonly buffer O { float o[]; };
+layout(std430, binding = 4) readonly buffer P { uint params[]; };
 
 layout(push_constant) uniform Push {
   uint head_dim;  // <= 256; a multiple of 32 for a Q8_0 cache
@@ -34,7 +37,7 @@ layout(push_constant) uniform Push {
   uint o_row;     // floats between tokens in o (head h at h * head_dim)
   uint k_stride, k_head_bytes, k_type;
   uint v_stride, v_head_bytes, v_type;
-  uint n_past;
+  uint n_past_at;  // the word of P holding n_past
   uint n_tokens;
   uint causal;
   float scale;
@@ -85,7 +88,8 @@ void main() {
   const uint g = h / p.group;
   const uint tid = gl_LocalInvocationID.x;
   const uint hd = p.head_dim;
-  const uint n_keys = p.causal != 0u ? p.n_past + t + 1u : p.n_past + p.n_tokens;
+  const uint n_past = params[p.n_past_at];
+  const uint n_keys = p.causal != 0u ? n_past + t + 1u : n_past + p.n_tokens;
 
   // The query, rounded as the K cache's activation type.
   const uint qb = t * p.q_row + h * p.q_head;

@@ -8,23 +8,25 @@
 // One invocation per 32-bit word of that range (blocks of 34 bytes are not word aligned, and a
 // word may straddle two positions): each byte of the word is computed from the floats it holds;
 // bytes outside the range (the neighbouring positions' rows) are written back unchanged. No two
-// invocations write the same word, so there is no race.
+// invocations write the same word, so there is no race. n_past is read from a small buffer of
+// pass parameters when the shader runs (word n_past_at of P), so a recorded pass stays valid as its
+// sequence grows: the grid covers the most words the range can span, and the invocations past its
+// end (or past the cache's) do nothing.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };  // [n_tokens][x_stride]
 layout(std430, binding = 1) buffer Cache { uint c[]; };
+layout(std430, binding = 2) readonly buffer P { uint params[]; };
 
 layout(push_constant) uniform Push {
   uint row_bytes;  // bytes per position
   uint values;     // floats per position (every KV head)
-  uint n_past;     // position of the first new row
+  uint n_past_at;  // the word of P holding the position of the first new row
   uint n_tokens;
   uint x_stride;
   uint type;       // 0 F32, 1 F16, 8 Q8_0 (DType values)
-  uint word0;      // first word of the range
-  uint n_words;
 } p;
 
 // The byte `r` of the row of token t (0 <= r < row_bytes).
@@ -43,10 +45,9 @@ uint row_byte(uint t, uint r) {
 }
 
 void main() {
-  const uint i = gl_GlobalInvocationID.x;
-  if (i >= p.n_words) return;
-  const uint w = p.word0 + i;
-  const uint first = p.n_past * p.row_bytes, end = first + p.n_tokens * p.row_bytes;
+  const uint first = params[p.n_past_at] * p.row_bytes, end = first + p.n_tokens * p.row_bytes;
+  const uint w = first / 4u + gl_GlobalInvocationID.x;
+  if (w * 4u >= end || w >= uint(c.length())) return;
   uint word = c[w];
   for (uint j = 0; j < 4u; ++j) {
     const uint a = w * 4u + j;
