@@ -275,7 +275,7 @@ constexpr int64_t kCpuLoopBudget = 50000;
 int64_t step_iterations_per_token(int64_t d) { return (d + 63) / 64 * (3 * d + 3) + 2; }
 int64_t scan_iterations_per_chunk(int64_t d) {
   const int64_t L = kGdnScanChunk, VB = kGdnScanRows, WG = 64;
-  return 2 * (L * L / WG) * (d + 1)       // A and B (every entry counted active)
+  return 2 * ((d + 7) / 8 * (L * 8 / WG + 8 + L * 9) + 2 * L)  // A and B, in slices of 8 dims
          + (L * VB / WG) * (d + 1)        // right-hand sides
          + L * L / 2 + L                  // the solve and the decay sum
          + (L * VB / WG) * (d + L + 1)    // outputs

@@ -18,7 +18,7 @@
 // Grid: x = blocks of VB = 32 value rows of a head (the rows of S are independent given q and k,
 // so each block is its own problem; A and B are recomputed per block), y = value heads. Tokens
 // first .. first + n_tokens - 1 of the bound rows. Shared memory: A then B (L x L), U (L x VB),
-// gates: 25 KiB, under lavapipe's 32 KiB. No subgroup operations: results do not depend on the
+// the gates and slices of 8 dims of q and k: 29 KiB, under lavapipe's 32 KiB. No subgroup operations: results do not depend on the
 // subgroup size.
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Conv { float cv[]; };   // [tokens][conv_stride]
@@ -45,6 +45,40 @@ shared float ub[L * VB];  // the right-hand sides, then U; [t][jj]
 shared float gc[L];       // G_t
 shared float bt[L];       // beta_t
 shared float wl[L];       // exp(G_{n-1} - G_t)
+shared float xs[L * 8];   // a slice of 8 dims of the chunk's q or k rows, [t][8]
+shared float ks[L * 8];   // the same slice of its k rows
+
+// mat[t][s] for the chunk's n tokens: A (WITH_BETA: beta_t e^{G_t - G_s} (k_t . k_s), s < t) or B
+// (e^{G_t - G_s} (q_t . k_s), s <= t), 0 elsewhere. Invocation tid owns column s = tid (L = WG)
+// and keeps the column's L dot products in registers, over slices of 8 dims staged in shared
+// memory: each product reads a broadcast value and one of its own (no per-lane gathers).
+void chunk_products(const uint r0, const uint n, const uint x_at, const uint k_at, const bool with_beta) {
+  const uint tid = gl_LocalInvocationID.x;
+  float acc[L];
+  for (uint t = 0; t < L; ++t) acc[t] = 0.0;
+  for (uint i0 = 0; i0 < p.d; i0 += 8u) {
+    barrier();  // the previous slice is read
+    for (uint e = tid; e < L * 8u; e += WG) {
+      const uint t = e / 8u, i = i0 + e % 8u;
+      const bool inside = t < n && i < p.d;
+      const uint row = (r0 + t) * p.conv_stride;
+      xs[e] = inside ? cv[row + x_at + i] : 0.0;
+      ks[e] = inside ? cv[row + k_at + i] : 0.0;
+    }
+    barrier();
+    float own[8];
+    for (uint i = 0; i < 8u; ++i) own[i] = ks[tid * 8u + i];
+    for (uint t = 0; t < L; ++t) {
+      float a = acc[t];
+      for (uint i = 0; i < 8u; ++i) a += xs[t * 8u + i] * own[i];
+      acc[t] = a;
+    }
+  }
+  for (uint t = 0; t < L; ++t) {
+    const bool live = t < n && (with_beta ? tid < t : tid <= t);
+    mat[t * L + tid] = live ? (with_beta ? bt[t] : 1.0) * exp(gc[t] - gc[tid]) * acc[t] : 0.0;
+  }
+}
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
@@ -73,17 +107,7 @@ void main() {
     if (tid < n) wl[tid] = exp(gc[n - 1] - gc[tid]);
 
     // A, and the right-hand sides beta_t (v_t - exp(G_t) S0_j . k_t).
-    for (uint e = tid; e < L * L; e += WG) {
-      const uint t = e / L, sx = e % L;
-      float a = 0.0;
-      if (sx < t && t < n) {
-        const uint kt = (r0 + t) * p.conv_stride + k_at, ks = (r0 + sx) * p.conv_stride + k_at;
-        float dot = 0.0;
-        for (uint i = 0; i < d; ++i) dot += cv[kt + i] * cv[ks + i];
-        a = bt[t] * exp(gc[t] - gc[sx]) * dot;
-      }
-      mat[e] = a;
-    }
+    chunk_products(r0, n, k_at, k_at, true);
     for (uint e = tid; e < n * VB; e += WG) {
       const uint t = e / VB, jj = e % VB;
       if (jj >= nj) continue;
@@ -104,17 +128,7 @@ void main() {
     barrier();
 
     // B over A's storage, then the outputs from S0 and U.
-    for (uint e = tid; e < L * L; e += WG) {
-      const uint t = e / L, sx = e % L;
-      float b = 0.0;
-      if (sx <= t && t < n) {
-        const uint qt = (r0 + t) * p.conv_stride + q_at, ks = (r0 + sx) * p.conv_stride + k_at;
-        float dot = 0.0;
-        for (uint i = 0; i < d; ++i) dot += cv[qt + i] * cv[ks + i];
-        b = exp(gc[t] - gc[sx]) * dot;
-      }
-      mat[e] = b;
-    }
+    chunk_products(r0, n, q_at, k_at, false);
     barrier();
     for (uint e = tid; e < n * VB; e += WG) {
       const uint t = e / VB, jj = e % VB;
