@@ -12,14 +12,14 @@
 //       (unit lower triangular: U by forward substitution, one value column per invocation)
 //   o_t = scale (exp(G_t) S0 q_t + sum_{s<=t} B_ts u_s),          B_ts = exp(G_t - G_s) (q_t . k_s)
 //   S_n = exp(G_{n-1}) S0 + sum_s exp(G_{n-1} - G_s) u_s k_s^T
-// The state is read twice and written once per chunk instead of twice each per token; the rest
-// is L x L x d and L x d x d products (docs/vulkan.md has the FLOP and byte count).
+// The state is read three times and written once per chunk instead of twice each per token; the
+// rest is L x L x d and L x d x d products (docs/vulkan.md has the FLOP and byte count).
 //
 // Grid: x = blocks of VB = 32 value rows of a head (the rows of S are independent given q and k,
 // so each block is its own problem; A and B are recomputed per block), y = value heads. Tokens
 // first .. first + n_tokens - 1 of the bound rows. Shared memory: A then B (L x L), U (L x VB),
-// the gates and slices of 8 dims of q and k: 29 KiB, under lavapipe's 32 KiB. No subgroup operations: results do not depend on the
-// subgroup size.
+// the gates and slices of 8 dims of q and k: 29 KiB, under lavapipe's 32 KiB. No subgroup
+// operations: results do not depend on the subgroup size.
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Conv { float cv[]; };   // [tokens][conv_stride]
 layout(std430, binding = 1) readonly buffer Alpha { float al[]; };  // [tokens][gate_stride]
