@@ -1,12 +1,16 @@
 // Costs of the Vulkan device layer on whatever device is there (lavapipe in CI): one submit and
-// wait, a dispatch inside a recorded list, and the mat-vec of a 4096 x 2048 weight for F16, Q8_0
-// and Q4_0 (docs/vulkan.md). Usage: vulkan_ops_bench [device index] [repetitions]
+// wait, a dispatch inside a recorded list, the mat-vec of a 4096 x 2048 weight for F16, Q8_0
+// and Q4_0, and the GDN delta rule over 256 tokens, token by token vs the chunked scan
+// (docs/vulkan.md). Usage: vulkan_ops_bench [device index] [repetitions]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "backend/vulkan/ops.h"
 #include "kernels/convert.h"
@@ -18,6 +22,14 @@ namespace {
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// CPU seconds of the whole process (lavapipe runs shaders on its threads): steadier than wall time
+// on a loaded machine.
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return 1e3 * double(ts.tv_sec) + 1e-6 * double(ts.tv_nsec);
 }
 
 // Median of `reps` runs of the recorded list, in ms.
@@ -84,6 +96,41 @@ int main(int argc, char** argv) {
     const double ms = time_list(cl, reps);
     std::printf("mat-vec %s %lld x %lld: %.2f ms (%.2f GB/s of weights)\n", std::string(dtype_name(t)).c_str(),
                 static_cast<long long>(rows), static_cast<long long>(cols), ms, rb * rows / ms / 1e6);
+  }
+  // The delta rule over 256 tokens at the full head dim (128), 8 value heads over 4 key heads (a
+  // quarter of a full-size layer): gdn_step.comp vs gdn_scan.comp.
+  {
+    const int64_t d = 128, Hk = 4, Hv = 8, T = 256, cs = 2 * Hk * d + Hv * d;
+    std::vector<float> conv(static_cast<size_t>(T * cs)), gates(static_cast<size_t>(T * Hv)), prm(2 * Hv, 0.5f);
+    for (float& v : conv) v = u(rng) * 0.09f;  // rows of norm ~1, as the L2-normalised q, k
+    for (float& v : gates) v = u(rng);
+    for (int64_t h = 0; h < Hv; ++h) prm[Hv + h] = -1.0f;
+    Buffer cb = dev.create_buffer(conv.size() * 4, MemoryPurpose::Scratch), gb = dev.create_buffer(gates.size() * 4, MemoryPurpose::Scratch);
+    Buffer pb = dev.create_buffer(prm.size() * 4, MemoryPurpose::Scratch), sb = dev.create_buffer(Hv * d * d * 4, MemoryPurpose::Scratch);
+    Buffer ob = dev.create_buffer(T * Hv * d * 4, MemoryPurpose::Scratch);
+    dev.upload(cb, 0, conv.data(), conv.size() * 4);
+    dev.upload(gb, 0, gates.data(), gates.size() * 4);
+    dev.upload(pb, 0, prm.data(), prm.size() * 4);
+    dev.fill_zero(sb);
+    const GdnShape shape{d, Hk, Hv, T, cs, Hv, Hv * d};
+    double step_ms = 0;  // CPU time
+    for (bool scan : {false, true}) {
+      CommandList cl(dev);
+      cl.begin();
+      if (scan)
+        record_gdn_scan(cl, dev, shape, 0.088f, whole(cb), whole(gb), whole(gb), whole(pb), whole(sb), whole(ob));
+      else
+        record_gdn_step(cl, dev, shape, 0.088f, whole(cb), whole(gb), whole(gb), whole(pb), whole(sb), whole(ob));
+      cl.end();
+      const double c0 = cpu_ms();
+      const double ms = time_list(cl, reps);
+      const double cpu = (cpu_ms() - c0) / (reps + 1);  // the warm-up run included
+      if (!scan) step_ms = cpu;
+      std::printf("gdn %s, d %lld, %lld value heads, %lld tokens: %.2f ms wall, %.2f ms CPU%s\n",
+                  scan ? "scan (chunks of 64)" : "step (token by token)", static_cast<long long>(d),
+                  static_cast<long long>(Hv), static_cast<long long>(T), ms, cpu,
+                  scan ? fmt::format(" (CPU time {:.2f}x the step's)", step_ms / cpu).c_str() : "");
+    }
   }
   std::printf("device memory booked: %.1f MiB in %llu allocations\n", dev.memory().total() / 1048576.0,
               static_cast<unsigned long long>(dev.memory().allocations()));

@@ -16,7 +16,9 @@
 //
 // Rules every backend keeps (tests/backend/*):
 //   - batch invariance: a pass's logits and the state it leaves never depend on which other
-//     passes share the stacked pass, nor on how a long causal pass is chunked;
+//     passes share the stacked pass, nor on how a long causal pass is chunked (the Vulkan
+//     backend's chunked GDN scan keeps the second for cuts at multiples of 64 positions and for
+//     every pass under 64 tokens, and rounds differently otherwise: docs/vulkan.md);
 //   - a pass is validated before anything runs (ModelError naming the problem), so a failed pass
 //     leaves every sequence as it was.
 // How to add a backend: docs/backends.md.

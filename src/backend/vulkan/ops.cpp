@@ -52,6 +52,7 @@ struct ConvPush {
 struct GdnPush {
   uint32_t d, n_k_heads, n_v_heads, tokens, conv_stride, gate_stride, o_stride;
   float scale;
+  uint32_t first;
 };
 
 struct KvStorePush {
@@ -272,28 +273,90 @@ void record_conv_silu(CommandList& cl, Device& dev, int64_t channels, int kernel
 
 namespace {
 
-void record_gdn(const char* shader, CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv,
-                BufferRange alpha, BufferRange beta, BufferRange params, BufferRange state, BufferRange o) {
+// lavapipe (gallivm) ends a shader invocation's loops once they have run 65,535 iterations in
+// all, silently: a long run of the delta rule at d = 128 would stop part way. On a CPU-type device
+// the step and the scan are therefore split into dispatches whose invocations stay under a budget
+// (the state carries through the buffer between them, so the split changes no bit). Upper bounds
+// of one invocation's loop iterations per token (step) and per chunk of 64 (scan), from the shaders'
+// loops with 64 invocations.
+constexpr int64_t kCpuLoopBudget = 50000;
+int64_t step_iterations_per_token(int64_t d) { return (d + 63) / 64 * (3 * d + 3) + 2; }
+int64_t scan_iterations_per_chunk(int64_t d) {
+  const int64_t L = kGdnScanChunk, VB = kGdnScanRows, WG = 64;
+  return 2 * ((d + 7) / 8 * (L * 8 / WG + 8 + L * 9) + 2 * L)  // A and B, in slices of 8 dims
+         + (L * VB / WG) * (d + 1)        // right-hand sides
+         + L * L / 2 + L                  // the solve and the decay sum
+         + (L * VB / WG) * (d + L + 1)    // outputs
+         + (VB * d / WG) * (L + 1);       // the state update
+}
+
+// gdn_step, gdn_step_reverse (a workgroup per value head) or gdn_scan (blocks of kGdnScanRows value
+// rows x value heads) over tokens first .. first + s.tokens - 1 of the bound rows.
+void record_gdn(const char* shader, CommandList& cl, Device& dev, const GdnShape& s, int64_t first, float scale,
+                BufferRange conv, BufferRange alpha, BufferRange beta, BufferRange params, BufferRange state, BufferRange o) {
   if (s.d < 1 || s.d > 256) throw VulkanError(fmt::format("{}: head dim {} (1..256)", shader, s.d));
   if (s.n_k_heads < 1 || s.n_v_heads % s.n_k_heads)
     throw VulkanError(fmt::format("{}: {} value heads over {} key heads", shader, s.n_v_heads, s.n_k_heads));
+  if (s.tokens < 1) throw VulkanError(fmt::format("{}: no tokens", shader));
+  const bool scan = std::strcmp(shader, "gdn_scan") == 0, reverse = std::strcmp(shader, "gdn_step_reverse") == 0;
   const Pipeline& p = dev.pipelines().get(shader, 6, sizeof(GdnPush));
-  const GdnPush push{u32(s.d, "d"), u32(s.n_k_heads, "n_k_heads"), u32(s.n_v_heads, "n_v_heads"), u32(s.tokens, "tokens"),
-                     u32(s.conv_stride, "conv_stride"), u32(s.gate_stride, "gate_stride"), u32(s.o_stride, "o_stride"),
-                     scale};
-  cl.dispatch(p, {conv, alpha, beta, params, state, o}, push, groups(s.n_v_heads, 1, shader));
+  // Tokens per dispatch: all of them, but on a CPU-type device (above). The reverse path starts
+  // from zero in every dispatch, so it is never split (a denoising block is short).
+  int64_t per = s.tokens;
+  if (dev.info().is_cpu() && !reverse)
+    per = scan ? std::max<int64_t>(1, kCpuLoopBudget / scan_iterations_per_chunk(s.d)) * kGdnScanChunk
+               : std::max<int64_t>(1, kCpuLoopBudget / step_iterations_per_token(s.d));
+  for (int64_t t0 = 0; t0 < s.tokens; t0 += per) {
+    const int64_t n = std::min(per, s.tokens - t0);
+    const GdnPush push{u32(s.d, "d"), u32(s.n_k_heads, "n_k_heads"), u32(s.n_v_heads, "n_v_heads"), u32(n, "tokens"),
+                       u32(s.conv_stride, "conv_stride"), u32(s.gate_stride, "gate_stride"), u32(s.o_stride, "o_stride"),
+                       scale, u32(first + t0, "first")};
+    if (scan)
+      cl.dispatch(p, {conv, alpha, beta, params, state, o}, push, groups(s.d, kGdnScanRows, shader),
+                  groups(s.n_v_heads, 1, shader));
+    else
+      cl.dispatch(p, {conv, alpha, beta, params, state, o}, push, groups(s.n_v_heads, 1, shader));
+  }
 }
 
 }  // namespace
 
 void record_gdn_step(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
                      BufferRange beta, BufferRange params, BufferRange state, BufferRange o) {
-  record_gdn("gdn_step", cl, dev, s, scale, conv, alpha, beta, params, state, o);
+  record_gdn("gdn_step", cl, dev, s, 0, scale, conv, alpha, beta, params, state, o);
+}
+
+void record_gdn_scan(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
+                     BufferRange beta, BufferRange params, BufferRange state, BufferRange o) {
+  record_gdn("gdn_scan", cl, dev, s, 0, scale, conv, alpha, beta, params, state, o);
+}
+
+GdnRuns gdn_causal_runs(int64_t n_past, int64_t tokens) {
+  GdnRuns r;
+  const int64_t lead = std::min(tokens, (kGdnScanChunk - n_past % kGdnScanChunk) % kGdnScanChunk);
+  r.scan = (tokens - lead) / kGdnScanChunk * kGdnScanChunk;
+  r.lead = r.scan > 0 ? lead : tokens;
+  r.tail = tokens - r.lead - r.scan;
+  return r;
+}
+
+void record_gdn_causal(CommandList& cl, Device& dev, const GdnShape& s, int64_t n_past, float scale, BufferRange conv,
+                       BufferRange alpha, BufferRange beta, BufferRange params, BufferRange state, BufferRange o) {
+  const GdnRuns r = gdn_causal_runs(n_past, s.tokens);
+  GdnShape part = s;
+  auto run = [&](const char* shader, int64_t first, int64_t n) {
+    if (n == 0) return;
+    part.tokens = n;
+    record_gdn(shader, cl, dev, part, first, scale, conv, alpha, beta, params, state, o);
+  };
+  run("gdn_step", 0, r.lead);
+  run("gdn_scan", r.lead, r.scan);
+  run("gdn_step", r.lead + r.scan, r.tail);
 }
 
 void record_gdn_reverse(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
                         BufferRange beta, BufferRange params, BufferRange scratch, BufferRange o) {
-  record_gdn("gdn_step_reverse", cl, dev, s, scale, conv, alpha, beta, params, scratch, o);
+  record_gdn("gdn_step_reverse", cl, dev, s, 0, scale, conv, alpha, beta, params, scratch, o);
 }
 
 void record_kv_store(CommandList& cl, Device& dev, BufferRange x, int64_t tokens, int64_t values, int64_t x_stride,

@@ -144,6 +144,28 @@ struct GdnShape {
 };
 void record_gdn_step(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
                      BufferRange beta, BufferRange params, BufferRange state, BufferRange o);
+// gdn_scan.comp (twins: gdn_step.comp, kernels::gdn_step_ref): the same delta rule over `tokens`
+// tokens in chunks of kGdnScanChunk (the chunkwise form for prefill: products inside a chunk, the
+// state carried between chunks). Agrees with the step to rounding (NMSE ~1e-13), not bitwise.
+constexpr int64_t kGdnScanChunk = 64;  // tokens per chunk (L in the shader)
+constexpr int64_t kGdnScanRows = 32;   // value rows of a head per workgroup (VB in the shader)
+void record_gdn_scan(CommandList& cl, Device& dev, const GdnShape& s, float scale, BufferRange conv, BufferRange alpha,
+                     BufferRange beta, BufferRange params, BufferRange state, BufferRange o);
+
+// The delta rule of a causal pass of `tokens` tokens at positions n_past..: the whole chunks of
+// kGdnScanChunk positions aligned to absolute positions (multiples of 64) that lie inside the
+// pass run on gdn_scan, the tokens before the first and after the last on gdn_step. A token's
+// arithmetic thus depends on its position and on which aligned chunks the pass covers whole, not
+// on where the pass starts or ends otherwise: a pass of fewer than 64 tokens (a decode step, a
+// verify or commit pass of a block under 64) is bitwise the step shader, and a long pass cut at
+// multiples of 64 gives bitwise what it gives uncut (docs/vulkan.md, "The chunked GDN scan").
+struct GdnRuns {
+  int64_t lead = 0, scan = 0, tail = 0;  // step, scan, step; they sum to the pass's tokens
+};
+GdnRuns gdn_causal_runs(int64_t n_past, int64_t tokens);
+void record_gdn_causal(CommandList& cl, Device& dev, const GdnShape& s, int64_t n_past, float scale, BufferRange conv,
+                       BufferRange alpha, BufferRange beta, BufferRange params, BufferRange state, BufferRange o);
+
 // gdn_step.comp REVERSE (twin: kernels::gdn_step_reverse_ref as backend/cpu/gdn.cpp drives it): the
 // reverse in-block path of a denoising pass (CLOVER-SPEC 3.3) over the block's tokens, last to
 // first, ADDED to o. alpha, beta and params (rev dt_bias [Hv] then rev a [Hv]) are the ssm_rev_*

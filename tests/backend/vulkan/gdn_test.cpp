@@ -1,8 +1,12 @@
-// conv_silu.comp and gdn_step.comp against the CPU's GDN layer pieces (kernels::conv_silu_ref and
-// kernels::gdn_step_ref, driven as Forward::gdn_layer drives them), state updates included.
+// conv_silu.comp, gdn_step.comp and gdn_scan.comp against the CPU's GDN layer pieces
+// (kernels::conv_silu_ref and kernels::gdn_step_ref, driven as Forward::gdn_layer drives them),
+// state updates included; the chunked scan also against the step shader, and the causal split
+// (ops.h record_gdn_causal) for its bitwise rule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backend/vulkan/ops.h"
 #include "backend/vulkan/vk_test_util.h"
@@ -93,6 +97,165 @@ TEST_F(GdnTest, DeltaRuleMatchesTheReferenceOverSeveralTokens) {
     EXPECT_LE(es, 1e-7) << "d " << d;
     std::printf("gdn_step d=%d: output NMSE %.3g, state NMSE %.3g\n", d, eo, es);
   }
+}
+
+// Random inputs of the delta rule for T tokens (q, k L2-normalised as the layer feeds them), and
+// the CPU reference: outputs [T][Hv][d] and the state after them.
+struct GdnCase {
+  int d, Hk, Hv, T, conv_stride, gate_stride;
+  std::vector<float> conv, alpha, beta, params, S0;
+  float scale;
+};
+
+GdnCase make_gdn_case(int d, int Hk, int Hv, int T, uint32_t seed) {
+  GdnCase c{d, Hk, Hv, T, 2 * Hk * d + Hv * d + 3, Hv + 1, {}, {}, {}, {}, {}, 1.0f / std::sqrt(static_cast<float>(d))};
+  c.conv = random_floats(static_cast<size_t>(T) * c.conv_stride, seed);
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < 2 * Hk; ++h) model::ops::l2_norm(&c.conv[static_cast<size_t>(t) * c.conv_stride + h * d], d, 1e-6f);
+  c.alpha = random_floats(static_cast<size_t>(T) * c.gate_stride, seed + 1, -3.0f, 3.0f);
+  c.beta = random_floats(static_cast<size_t>(T) * c.gate_stride, seed + 2, -3.0f, 3.0f);
+  c.params = random_floats(2 * Hv, seed + 3, 0.0f, 1.0f);
+  for (int h = 0; h < Hv; ++h) c.params[Hv + h] = -std::exp(c.params[Hv + h]);  // a = -exp(A_log) < 0
+  c.S0 = random_floats(static_cast<size_t>(Hv) * d * d, seed + 4, -0.5f, 0.5f);
+  return c;
+}
+
+void gdn_reference(const GdnCase& c, std::vector<float>& out, std::vector<float>& S) {
+  const int d = c.d, Hk = c.Hk, Hv = c.Hv;
+  S = c.S0;
+  out.assign(static_cast<size_t>(c.T) * Hv * d, 0.0f);
+  for (int h = 0; h < Hv; ++h) {
+    const int kh = h % Hk;
+    for (int t = 0; t < c.T; ++t) {
+      const float* row = &c.conv[static_cast<size_t>(t) * c.conv_stride];
+      const float g = model::ops::softplus(c.alpha[t * c.gate_stride + h] + c.params[h]) * c.params[Hv + h];
+      kernels::gdn_step_ref(&S[static_cast<size_t>(h) * d * d], row + kh * d, row + (Hk + kh) * d, row + 2 * Hk * d + h * d,
+                            std::exp(g), model::ops::sigmoid(c.beta[t * c.gate_stride + h]), c.scale, d,
+                            &out[(static_cast<size_t>(t) * Hv + h) * d]);
+    }
+  }
+}
+
+// Which shader path a run goes through.
+enum class GdnPath { Step, Scan, Causal };
+
+// Tokens [t0, t0 + n) of the case on the device through `path` (Causal: at position n_past),
+// starting from `S`, which it advances; returns the outputs [n][Hv][d].
+std::vector<float> gdn_on_device(Device& dev, const GdnCase& c, GdnPath path, int t0, int n, int64_t n_past,
+                                 std::vector<float>& S) {
+  auto rows = [&](const std::vector<float>& v, int stride) {
+    return std::vector<float>(v.begin() + static_cast<size_t>(t0) * stride, v.begin() + static_cast<size_t>(t0 + n) * stride);
+  };
+  Buffer cb = to_device(dev, rows(c.conv, c.conv_stride)), ab = to_device(dev, rows(c.alpha, c.gate_stride));
+  Buffer bb = to_device(dev, rows(c.beta, c.gate_stride)), pb = to_device(dev, c.params), sb = to_device(dev, S);
+  const size_t n_out = static_cast<size_t>(n) * c.Hv * c.d;
+  Buffer ob = dev.create_buffer(n_out * 4, MemoryPurpose::Scratch);
+  const GdnShape shape{c.d, c.Hk, c.Hv, n, c.conv_stride, c.gate_stride, static_cast<int64_t>(c.Hv) * c.d};
+  CommandList cl(dev);
+  cl.begin();
+  if (path == GdnPath::Step)
+    record_gdn_step(cl, dev, shape, c.scale, whole(cb), whole(ab), whole(bb), whole(pb), whole(sb), whole(ob));
+  else if (path == GdnPath::Scan)
+    record_gdn_scan(cl, dev, shape, c.scale, whole(cb), whole(ab), whole(bb), whole(pb), whole(sb), whole(ob));
+  else
+    record_gdn_causal(cl, dev, shape, n_past, c.scale, whole(cb), whole(ab), whole(bb), whole(pb), whole(sb), whole(ob));
+  cl.end();
+  cl.run();
+  S = from_device<float>(dev, sb, S.size());
+  return from_device<float>(dev, ob, n_out);
+}
+
+// The chunked scan over two whole chunks and a part (150 = 64 + 64 + 22 tokens): at the full
+// head dim (4 blocks of 32 value rows) and at 48 (a partial block), against the CPU reference and
+// against the step shader, outputs and state.
+TEST_F(GdnTest, ChunkedScanMatchesTheReferenceAndTheStepShader) {
+  for (int d : {128, 48}) {
+    const GdnCase c = make_gdn_case(d, 2, 4, 150, 71);
+    std::vector<float> ref, S_ref;
+    gdn_reference(c, ref, S_ref);
+    std::vector<float> S_scan = c.S0, S_step = c.S0;
+    const std::vector<float> o_scan = gdn_on_device(dev(), c, GdnPath::Scan, 0, c.T, 0, S_scan);
+    const std::vector<float> o_step = gdn_on_device(dev(), c, GdnPath::Step, 0, c.T, 0, S_step);
+    const double eo = nmse(o_scan.data(), ref.data(), ref.size()), es = nmse(S_scan.data(), S_ref.data(), S_ref.size());
+    const double po = nmse(o_scan.data(), o_step.data(), o_step.size()), ps = nmse(S_scan.data(), S_step.data(), S_step.size());
+    EXPECT_LE(eo, 1e-7) << "d " << d;
+    EXPECT_LE(es, 1e-7) << "d " << d;
+    EXPECT_LE(po, 1e-7) << "d " << d;
+    EXPECT_LE(ps, 1e-7) << "d " << d;
+    const double so = nmse(o_step.data(), ref.data(), ref.size()), ss = nmse(S_step.data(), S_ref.data(), S_ref.size());
+    EXPECT_LE(so, 1e-7) << "d " << d;
+    EXPECT_LE(ss, 1e-7) << "d " << d;
+    std::printf("d=%d, %d tokens: gdn_scan vs CPU output NMSE %.3g, state %.3g; vs gdn_step %.3g, %.3g; gdn_step vs CPU %.3g, %.3g\n",
+                d, c.T, eo, es, po, ps, so, ss);
+  }
+}
+
+// Strong decay (log decays down to about -40 a token, so a chunk's cumulative decay underflows)
+// and a single token: no NaN, the reference's values.
+TEST_F(GdnTest, ChunkedScanHandlesStrongDecayAndShortRuns) {
+  GdnCase c = make_gdn_case(40, 1, 3, 70, 81);
+  for (float& a : c.alpha) a += 6.0f;
+  for (int h = 0; h < c.Hv; ++h) c.params[c.Hv + h] *= 4.0f;
+  std::vector<float> ref, S_ref;
+  gdn_reference(c, ref, S_ref);
+  std::vector<float> S = c.S0;
+  const std::vector<float> o = gdn_on_device(dev(), c, GdnPath::Scan, 0, c.T, 0, S);
+  for (float v : o) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_LE(nmse(o.data(), ref.data(), ref.size()), 1e-7);
+  EXPECT_LE(nmse(S.data(), S_ref.data(), S_ref.size()), 1e-7);
+  GdnCase one = make_gdn_case(40, 1, 3, 1, 91);
+  gdn_reference(one, ref, S_ref);
+  S = one.S0;
+  const std::vector<float> o1 = gdn_on_device(dev(), one, GdnPath::Scan, 0, 1, 0, S);
+  EXPECT_LE(nmse(o1.data(), ref.data(), ref.size()), 1e-7);
+  EXPECT_LE(nmse(S.data(), S_ref.data(), S_ref.size()), 1e-7);
+}
+
+// The causal split: whole chunks of 64 positions aligned to absolute positions go to the scan,
+// the rest to the step; so a run cut at a multiple of 64 gives bitwise what it gives uncut, and a
+// run with no whole aligned chunk is bitwise the step shader.
+TEST_F(GdnTest, CausalRunsScanWholeAlignedChunksOnly) {
+  auto runs = [](int64_t n_past, int64_t T) {
+    const GdnRuns r = gdn_causal_runs(n_past, T);
+    return std::vector<int64_t>{r.lead, r.scan, r.tail};
+  };
+  EXPECT_EQ(runs(0, 200), (std::vector<int64_t>{0, 192, 8}));
+  EXPECT_EQ(runs(37, 150), (std::vector<int64_t>{27, 64, 59}));
+  EXPECT_EQ(runs(64, 64), (std::vector<int64_t>{0, 64, 0}));
+  EXPECT_EQ(runs(1, 127), (std::vector<int64_t>{63, 64, 0}));
+  EXPECT_EQ(runs(1, 126), (std::vector<int64_t>{126, 0, 0}));
+  EXPECT_EQ(runs(10, 40), (std::vector<int64_t>{40, 0, 0}));
+  EXPECT_EQ(runs(5, 1), (std::vector<int64_t>{1, 0, 0}));
+
+  const GdnCase c = make_gdn_case(64, 2, 4, 150, 101);
+  std::vector<float> ref, S_ref;
+  gdn_reference(c, ref, S_ref);
+  // Positions 37..186 in one run: step 37..63, scan 64..127, step 128..186.
+  std::vector<float> S_one = c.S0;
+  const std::vector<float> o_one = gdn_on_device(dev(), c, GdnPath::Causal, 0, c.T, 37, S_one);
+  EXPECT_LE(nmse(o_one.data(), ref.data(), ref.size()), 1e-7);
+  EXPECT_LE(nmse(S_one.data(), S_ref.data(), S_ref.size()), 1e-7);
+  // Cut at position 128 (token 91): the same split, bitwise the same outputs and state.
+  std::vector<float> S_cut = c.S0;
+  std::vector<float> o_cut = gdn_on_device(dev(), c, GdnPath::Causal, 0, 91, 37, S_cut);
+  const std::vector<float> o_rest = gdn_on_device(dev(), c, GdnPath::Causal, 91, c.T - 91, 128, S_cut);
+  o_cut.insert(o_cut.end(), o_rest.begin(), o_rest.end());
+  EXPECT_EQ(o_cut, o_one);
+  EXPECT_EQ(S_cut, S_one);
+  // The same positions token by token (a decode loop): the step shader's bits, which differ from
+  // the scanned run's only inside the scanned chunk.
+  std::vector<float> S_tok = c.S0, o_tok;
+  for (int t = 0; t < c.T; ++t) {
+    const std::vector<float> o = gdn_on_device(dev(), c, GdnPath::Causal, t, 1, 37 + t, S_tok);
+    o_tok.insert(o_tok.end(), o.begin(), o.end());
+  }
+  std::vector<float> S_step = c.S0;
+  const std::vector<float> o_step = gdn_on_device(dev(), c, GdnPath::Step, 0, c.T, 0, S_step);
+  EXPECT_EQ(o_tok, o_step);
+  EXPECT_EQ(S_tok, S_step);
+  const size_t row = static_cast<size_t>(c.Hv) * c.d;
+  EXPECT_TRUE(std::equal(o_one.begin(), o_one.begin() + 27 * row, o_step.begin()));  // the lead: step bits
+  EXPECT_NE(o_one, o_step);  // the scanned chunk rounds differently (it did run)
 }
 
 // The reverse in-block path: R from zero, tokens last to first, each output added to what o held.

@@ -79,7 +79,7 @@ BufferRange VulkanExecutor::rows(const Buffer& b, int64_t row0, int64_t row_stri
 }
 
 VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
-    : model_(model), hp_(model.hp()), max_batch_(std::max(1, opts.max_batch)) {
+    : model_(model), hp_(model.hp()), max_batch_(std::max(1, opts.max_batch)), gdn_scan_(opts.gdn_scan) {
   std::string error;
   InstanceOptions io;
   io.validate = opts.validate;
@@ -206,10 +206,14 @@ void VulkanExecutor::run(std::span<Pass> passes) {
   for (const Pass& p : passes) N += static_cast<int64_t>(p.tokens.size());
   if (passes.size() == 1 && N > max_batch_ && passes.front().kind == PassKind::Causal) {
     // A long causal pass in chunks of the largest pass; only the last chunk's last row for Last.
+    // Cuts fall on multiples of the GDN scan's chunk where one is in reach, so the pieces scan
+    // the same aligned chunks as one pass would (ops.h record_gdn_causal): bitwise the same.
     Pass& p = passes.front();
     backend::PassStats total;
-    for (int64_t b = 0; b < N; b += max_batch_) {
-      const int64_t n = std::min<int64_t>(max_batch_, N - b);
+    for (int64_t b = 0, n = 0; b < N; b += n) {
+      n = std::min<int64_t>(max_batch_, N - b);
+      const int64_t at = p.seq->n_past(), cut = (at + n) / kGdnScanChunk * kGdnScanChunk;
+      if (b + n < N && cut > at) n = cut - at;
       const bool last = b + n == N;
       const LogitRows rows = p.rows == LogitRows::All ? LogitRows::All : (last ? p.rows : LogitRows::None);
       const bool all = p.rows == LogitRows::All;
@@ -250,8 +254,10 @@ void VulkanExecutor::matmul(const DeviceMatrix& w, BufferRange x, int64_t x_stri
   record_matmul(*rec_, *dev_, w, x, x_stride, q8.for_type(w.type), n_rows, y, y_stride);
 }
 
-// Passes this long are keyed by their position too (recorded_pass.h pass_key).
-constexpr int64_t kPositionKeyedTokens = 64;
+// Passes this long are keyed by their position too (recorded_pass.h pass_key): a causal pass
+// shorter than one scan chunk never holds a whole aligned chunk, so its GDN runs are all steps
+// whatever its position (ops.h gdn_causal_runs); a longer one's split depends on n_past % 64.
+constexpr int64_t kPositionKeyedTokens = kGdnScanChunk;
 
 void VulkanExecutor::run_stacked(std::span<Pass> passes) {
   Scratch& s = *s_;
@@ -456,15 +462,19 @@ void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vecto
   const NormShape l2{d, N, 2 * Hk, s.sC, d, s.sC, d};
   record_rms_norm(*rec_, *dev_, l2, NormMode::Scaled, hp_.rms_eps / static_cast<float>(d),
                   1.0f / std::sqrt(static_cast<float>(d)), whole(s.conv), whole(s.conv), whole(s.conv), whole(s.conv));
-  // Per sequence: the delta rule over its own state.
+  // Per sequence: the delta rule over its own state; a causal pass's whole aligned chunks of 64
+  // positions on the chunked scan (ops.h record_gdn_causal), a denoising block on the step.
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   for (size_t i = 0; i < passes.size(); ++i) {
     const auto& seq = static_cast<const VulkanSequence&>(*passes[i].seq);
     const int slot = seq.layer_slot(il);
     const GdnShape g{d, Hk, Hv, static_cast<int64_t>(passes[i].tokens.size()), s.sC, s.sHv, s.sO};
-    record_gdn_step(*rec_, *dev_, g, scale, rows(s.conv, row0[i], s.sC), rows(s.alpha, row0[i], s.sHv),
-                    rows(s.beta, row0[i], s.sHv), whole(*L.params), seq.ssm_state(slot, *s.gdn_state[i]),
-                    rows(s.o, row0[i], s.sO));
+    const BufferRange cv = rows(s.conv, row0[i], s.sC), al = rows(s.alpha, row0[i], s.sHv), be = rows(s.beta, row0[i], s.sHv);
+    const BufferRange st = seq.ssm_state(slot, *s.gdn_state[i]), o = rows(s.o, row0[i], s.sO);
+    if (passes[i].kind == PassKind::Causal && gdn_scan_)
+      record_gdn_causal(*rec_, *dev_, g, seq.n_past(), scale, cv, al, be, whole(*L.params), st, o);
+    else
+      record_gdn_step(*rec_, *dev_, g, scale, cv, al, be, whole(*L.params), st, o);
   }
   // Denoising passes: the reverse in-block path added to the forward output (CLOVER-SPEC 3.3).
   // Its gates are projected for every row of the stack (a few outputs a row) when any pass uses it.

@@ -54,6 +54,9 @@ class VulkanExecutor final : public backend::Executor {
     uint64_t binding_limit = 0;      // tests: a binding limit below the device's (Device::set_binding_limit)
     bool validate = false;          // the Khronos validation layer (also CLOVER_VK_VALIDATE=1)
     bool verbose = true;            // print the device, the upload's progress and the memory used
+    // Causal passes run the GDN delta rule's whole aligned 64-position chunks on the chunked scan
+    // (gdn_scan.comp); false: every token on the step shader (tests, and the before/after timing).
+    bool gdn_scan = true;
   };
   // Throws VulkanError (no driver, no such device, a weight type without a shader).
   VulkanExecutor(const model::Model& model, const Options& opts);
@@ -119,6 +122,7 @@ class VulkanExecutor final : public backend::Executor {
   const model::Model& model_;
   const model::HParams& hp_;
   int max_batch_;
+  bool gdn_scan_;
   std::unique_ptr<Instance> instance_;
   std::unique_ptr<Device> dev_;
   std::string name_;

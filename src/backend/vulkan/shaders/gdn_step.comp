@@ -14,7 +14,8 @@
 // first, and each token's output is ADDED to o before R takes the token in:
 //   o_j += (R_j . q) scale;  R_j = decay R_j;  R_j += (v_j - R_j . k) beta k
 //
-// One workgroup of 64 per value head; each invocation owns rows j = tid, tid + 64, ... (rows
+// Tokens first .. first + n_tokens - 1 of the bound rows (a causal pass may hand a middle run to
+// gdn_scan.comp, ops.h record_gdn_causal). One workgroup of 64 per value head; each invocation owns rows j = tid, tid + 64, ... (rows
 // are independent given q and k, which sit in shared memory per token). The state stays in the
 // buffer: d x d floats per head is too much for registers at d = 128.
 layout(local_size_x = 64) in;
@@ -35,6 +36,7 @@ layout(push_constant) uniform Push {
   uint n_tokens;
   uint conv_stride, gate_stride, o_stride;
   float scale;
+  uint first;  // the first token's row
 } p;
 
 const uint WG = 64;
@@ -51,9 +53,9 @@ void main() {
   for (uint j = tid; j < d; j += WG)
     for (uint i = 0; i < d; ++i) s[sb + j * d + i] = 0.0;
   for (uint tt = p.n_tokens; tt > 0u; --tt) {
-    const uint t = tt - 1u;
+    const uint t = p.first + tt - 1u;
 #else
-  for (uint t = 0; t < p.n_tokens; ++t) {
+  for (uint t = p.first; t < p.first + p.n_tokens; ++t) {
 #endif
     const uint row = t * p.conv_stride;
     barrier();  // the previous token's q, k are no longer read
