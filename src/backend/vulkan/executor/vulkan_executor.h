@@ -31,6 +31,7 @@
 #include "backend/vulkan/commands.h"
 #include "backend/vulkan/device.h"
 #include "backend/vulkan/executor/device_weights.h"
+#include "backend/vulkan/executor/host_experts.h"
 #include "backend/vulkan/executor/vulkan_sequence.h"
 #include "backend/vulkan/instance.h"
 #include "model/model.h"
@@ -44,6 +45,10 @@ class VulkanExecutor final : public backend::Executor {
     int max_batch = 256;
     bool validate = false;          // the Khronos validation layer (also CLOVER_VK_VALIDATE=1)
     bool verbose = true;            // print the device, the upload's progress and the memory used
+    // Per layer: its routed experts stay in host RAM and the CPU computes them (hybrid_moe.cpp);
+    // empty: every expert on the device. From backend::plan_placement.
+    std::vector<bool> experts_on_host;
+    int n_threads = 0;              // CPU threads for experts in RAM (0: every core)
   };
   // Throws VulkanError (no driver, no such device, a weight type without a shader).
   VulkanExecutor(const model::Model& model, const Options& opts);
@@ -52,7 +57,7 @@ class VulkanExecutor final : public backend::Executor {
   std::string_view name() const override { return name_; }
   const model::Model& model() const override { return model_; }
   int max_batch() const override { return max_batch_; }
-  int n_threads() const override { return 1; }
+  int n_threads() const override;
   std::unique_ptr<backend::Sequence> new_sequence(int n_ctx, backend::KvTypes types) override;
   void run(std::span<backend::Pass> passes) override;
   using Executor::run;
@@ -71,6 +76,10 @@ class VulkanExecutor final : public backend::Executor {
   void record_gdn(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
   void record_attention(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
   void record_moe(int il, int N);
+  // The split point of a layer whose experts are in host RAM (hybrid_moe.cpp): runs what was
+  // recorded, computes the routed rows on the CPU from the device's input rows h and groups,
+  // writes their down rows to d and starts recording the rest of the pass.
+  void run_host_experts(int il, int N, const Buffer& h, int64_t h_stride, const Buffer& groups, const Buffer& d);
   void run_head(std::span<backend::Pass> passes, const std::vector<int>& row0);
   // Activation rows quantised once for all the block-type products that read them, in each kind
   // (activation_kind: Q8_0, Q8_1, Q8_K) some product needs (a file may mix them on one input;
@@ -102,6 +111,7 @@ class VulkanExecutor final : public backend::Executor {
   CommandList* rec_ = nullptr;  // the list being recorded
   std::map<std::pair<int64_t, int>, Q8Activations> q8_;  // by (columns, kind)
   std::FILE* routing_trace_ = nullptr;
+  std::unique_ptr<HostExperts> host_experts_;  // when some layer's experts are in RAM
 };
 
 }  // namespace clover::vulkan
