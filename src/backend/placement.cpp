@@ -129,17 +129,26 @@ uint64_t vulkan_compute_bytes(const model::HParams& hp, std::span<const TensorSi
 
 int Placement::n_host_layers() const { return static_cast<int>(std::count(experts_on_host.begin(), experts_on_host.end(), true)); }
 
-std::string format_gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", bytes / 1073741824.0); }
+std::string format_gib(uint64_t bytes) {
+  if (bytes < (1ull << 30)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
+  return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
+}
 
 std::string Placement::describe() const {
   const int n = static_cast<int>(experts_on_host.size()), h = n_host_layers();
-  auto g = [](uint64_t b) { return fmt::format("{:.2f}", b / 1073741824.0); };
-  const std::string where = h == 0 ? fmt::format("every layer's experts on the device ({} layers)", n)
-                                   : fmt::format("experts of layers {} in RAM ({} of {} layers)", layer_ranges(experts_on_host), h, n);
-  return fmt::format("{}; device {} GiB: weights {} (dense {}, experts {}), KV {}, state {}, compute {}; RAM {} GiB "
+  // GiB for a full-size model, MiB for a small one.
+  const bool big = device_total() >= (1ull << 30);
+  const char* unit = big ? "GiB" : "MiB";
+  auto g = [big](uint64_t b) { return big ? fmt::format("{:.2f}", b / 1073741824.0) : fmt::format("{:.1f}", b / 1048576.0); };
+  const std::string ranges = layer_ranges(experts_on_host);
+  const std::string where =
+      h == 0 ? fmt::format("every layer's experts on the device ({} layers)", n)
+             : fmt::format("experts of layer{} {} in RAM ({} of {} layers)", ranges.find_first_of(",-") == std::string::npos ? "" : "s",
+                           ranges, h, n);
+  return fmt::format("{}; device {} {}: weights {} (dense {}, experts {}), KV {}, state {}, compute {}; RAM {} {} "
                      "(weights {}, CPU expert scratch {})",
-                     where, g(device_total()), g(dense_weights + expert_weights), g(dense_weights), g(expert_weights), g(kv),
-                     g(recurrent), g(compute), g(host_total()), g(host_weights), g(host_compute));
+                     where, g(device_total()), unit, g(dense_weights + expert_weights), g(dense_weights), g(expert_weights), g(kv),
+                     g(recurrent), g(compute), g(host_total()), unit, g(host_weights), g(host_compute));
 }
 
 Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> table, const PlacementRequest& req) {
@@ -208,7 +217,10 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
           format_gib(least), format_gib(p.dense_weights), req.n_seq, req.n_ctx, format_gib(p.kv), format_gib(p.recurrent),
           req.max_batch, format_gib(p.compute));
       if (on_device()) msg += fmt::format(", experts kept on the device by -ot {}", format_gib(on_device()));
-      msg += fmt::format("). Would fit: --vram-budget {:.2f}G", std::ceil(least / 1073741824.0 * 100) / 100);
+      if (least >= (1ull << 30))
+        msg += fmt::format("). Would fit: --vram-budget {:.2f}G", std::ceil(least / 1073741824.0 * 100) / 100);
+      else
+        msg += fmt::format("). Would fit: --vram-budget {}M", (least + (1ull << 20) - 1) >> 20);
       const uint64_t per_pos = kv_bytes_for(hp, 1, req.kv) * static_cast<uint64_t>(req.n_seq);
       const uint64_t rest = fixed - p.kv + on_device();
       if (per_pos > 0 && req.budget > rest) {

@@ -77,7 +77,7 @@ BufferRange VulkanExecutor::rows(const Buffer& b, int64_t row0, int64_t row_stri
 }
 
 VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
-    : model_(model), hp_(model.hp()), max_batch_(std::max(1, opts.max_batch)) {
+    : model_(model), hp_(model.hp()), max_batch_(std::max(1, opts.max_batch)), placement_(opts.placement) {
   std::string error;
   InstanceOptions io;
   io.validate = opts.validate;
@@ -169,6 +169,8 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
 }
 
 VulkanExecutor::~VulkanExecutor() = default;
+
+uint64_t VulkanExecutor::device_memory_bytes() const { return dev_->memory().total(); }
 
 int VulkanExecutor::n_threads() const { return host_experts_ ? host_experts_->n_threads() : 1; }
 

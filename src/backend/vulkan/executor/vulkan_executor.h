@@ -49,6 +49,7 @@ class VulkanExecutor final : public backend::Executor {
     // empty: every expert on the device. From backend::plan_placement.
     std::vector<bool> experts_on_host;
     int n_threads = 0;              // CPU threads for experts in RAM (0: every core)
+    std::string placement;          // the placement in words (backend::Placement::describe)
   };
   // Throws VulkanError (no driver, no such device, a weight type without a shader).
   VulkanExecutor(const model::Model& model, const Options& opts);
@@ -62,6 +63,8 @@ class VulkanExecutor final : public backend::Executor {
   void run(std::span<backend::Pass> passes) override;
   using Executor::run;
   void trace_routing(std::FILE* f) override { routing_trace_ = f; }
+  std::string placement() const override { return placement_; }
+  uint64_t device_memory_bytes() const override;
 
   Device& device() { return *dev_; }
   const Instance& instance() const { return *instance_; }
@@ -112,6 +115,7 @@ class VulkanExecutor final : public backend::Executor {
   std::map<std::pair<int64_t, int>, Q8Activations> q8_;  // by (columns, kind)
   std::FILE* routing_trace_ = nullptr;
   std::unique_ptr<HostExperts> host_experts_;  // when some layer's experts are in RAM
+  std::string placement_;
 };
 
 }  // namespace clover::vulkan
