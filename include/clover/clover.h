@@ -33,6 +33,8 @@ struct ModelInfo {
   std::string weight_type;   // the tensor type holding most of the file's bytes (Q4_0, Q8_0, F32...)
   bool can_denoise = false;  // has the reverse in-block path (official layout)
   std::string device;        // the backend running the model: "cpu", "vulkan:0 (NVIDIA H200)", ...
+  std::string placement;     // a GPU backend: which experts stay in RAM and the device memory planned
+  uint64_t device_memory_bytes = 0;  // a GPU backend: device memory allocated at load
   int block_size = 32;
   float threshold = 0.95f;
   int mask_token = -1;
@@ -67,6 +69,14 @@ struct EngineOptions {
   // "vulkan" or "vulkan:N"; n_gpu_layers as llama.cpp's -ngl (-1: all, 0: the CPU).
   std::string device = "cpu";
   int n_gpu_layers = -1;
+  // Experts in system RAM on a GPU (llama.cpp's flags; docs/placement.md): --cpu-moe, --n-cpu-moe N,
+  // -ot REGEX=cpu|vulkan, --vram-budget SIZE ("16G": the planner picks the layers). n_seq: the
+  // sessions whose caches the device must hold too (server slots).
+  bool cpu_moe = false;
+  int n_cpu_moe = 0;
+  std::vector<std::string> override_tensor;
+  std::string vram_budget;
+  int n_seq = 1;
 };
 
 // Progress of long operations: done out of total, with a short label.

@@ -141,6 +141,10 @@ class Executor {
   void run(Pass& pass) { run(std::span<Pass>(&pass, 1)); }
   // Debugging aid: every MoE routing decision as one line (backend/routing.h).
   virtual void trace_routing(std::FILE* f) = 0;
+  // Where the weights are, in words (a GPU backend: which experts stay in RAM; empty on the CPU),
+  // and the device memory the backend has allocated (0 on the CPU).
+  virtual std::string placement() const { return {}; }
+  virtual uint64_t device_memory_bytes() const { return 0; }
 };
 
 // What the sequences' caches need, by formula (the same for every backend).
@@ -176,6 +180,16 @@ struct ExecutorOptions {
   int n_threads = 0;           // 0: all cores
   int max_batch = 256;
   bool prefault = false;       // CPU: touch every weight page while preparing the weights
+  // Expert placement on a GPU backend (backend/placement.h; llama.cpp's flags). The CPU backend
+  // has every weight in RAM already: it notes that they do nothing there.
+  bool cpu_moe = false;                   // --cpu-moe
+  int n_cpu_moe = 0;                      // --n-cpu-moe N
+  std::vector<std::string> override_tensor;  // -ot REGEX=cpu|vulkan
+  uint64_t vram_budget = 0;               // --vram-budget (bytes; 0: none)
+  // What the device must hold besides weights, for the placement: the sequences' caches.
+  int64_t n_ctx = 4096;
+  KvTypes kv;
+  int n_seq = 1;
 };
 
 // Picks and builds the backend (backend/select.cpp); the backend prepares the weights for itself

@@ -7,13 +7,21 @@
 
 #include "backend/cpu/cpu_executor.h"
 #include "backend/executor.h"
+#include "backend/placement.h"
 #include "backend/vulkan/executor/vulkan_executor.h"
 
 namespace clover::backend {
 
 namespace {
 
+bool placement_flags(const ExecutorOptions& o) {
+  return o.cpu_moe || o.n_cpu_moe > 0 || !o.override_tensor.empty() || o.vram_budget > 0;
+}
+
 std::unique_ptr<Executor> make_cpu(const model::Model& model, const ExecutorOptions& opts) {
+  if (placement_flags(opts))
+    std::fprintf(stderr, "note: --cpu-moe, --n-cpu-moe, -ot and --vram-budget do nothing on the CPU backend: every weight "
+                         "is in RAM already\n");
   cpu::CpuExecutor::Options o;
   o.n_threads = opts.n_threads;
   o.max_batch = opts.max_batch;
@@ -23,9 +31,21 @@ std::unique_ptr<Executor> make_cpu(const model::Model& model, const ExecutorOpti
 
 std::unique_ptr<Executor> make_vulkan(const model::Model& model, const ExecutorOptions& opts, const std::string& device) {
   if (opts.prefault) std::fprintf(stderr, "note: --prefault touches host pages; the Vulkan backend uploads the weights instead\n");
+  // Which experts stay in RAM: the planner, from the flags and the budget (refuses what cannot fit).
+  PlacementRequest req;
+  req.budget = opts.vram_budget;
+  req.cpu_moe = opts.cpu_moe;
+  req.n_cpu_moe = opts.n_cpu_moe;
+  for (const std::string& s : opts.override_tensor) req.overrides.push_back(parse_tensor_override(s));
+  req.n_ctx = opts.n_ctx, req.kv = opts.kv, req.n_seq = opts.n_seq, req.max_batch = opts.max_batch;
+  const Placement plan = plan_placement(model.hp(), tensor_table(model), req);
+  std::fprintf(stderr, "placement: %s\n", plan.describe().c_str());
   vulkan::VulkanExecutor::Options o;
   o.device = device;
   o.max_batch = opts.max_batch;
+  if (plan.any_on_host()) o.experts_on_host = plan.experts_on_host;
+  o.n_threads = opts.n_threads;
+  o.placement = plan.describe();
   const char* v = std::getenv("CLOVER_VK_VALIDATE");
   o.validate = v && std::string(v) == "1";
   return std::make_unique<vulkan::VulkanExecutor>(model, o);
@@ -37,6 +57,7 @@ std::unique_ptr<Executor> make_executor(const model::Model& model, const Executo
   std::string dev = opts.device.empty() ? "auto" : opts.device;
   std::transform(dev.begin(), dev.end(), dev.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   const int n_layer = model.hp().n_layer;
+  for (const std::string& s : opts.override_tensor) parse_tensor_override(s);  // refused on every backend when malformed
   if (opts.n_gpu_layers < -1) throw model::ModelError(fmt::format("-ngl {}: give a layer count (0: the CPU, 99: all)", opts.n_gpu_layers));
   const bool all_layers = opts.n_gpu_layers < 0 || opts.n_gpu_layers >= n_layer;
   if (dev != "cpu" && opts.n_gpu_layers == 0) {
@@ -45,8 +66,9 @@ std::unique_ptr<Executor> make_executor(const model::Model& model, const Executo
   }
   if (dev != "cpu" && !all_layers)
     throw model::ModelError(fmt::format(
-        "-ngl {}: splitting the layers between the GPU and the CPU is not implemented yet (this model has {} layers): use "
-        "-ngl 0 for the CPU or -ngl 99 for every layer on the GPU",
+        "-ngl {}: running whole layers on the CPU beside the GPU is not implemented (this model has {} layers): use -ngl 0 "
+        "for the CPU, -ngl 99 for every layer on the GPU, or keep the experts of the first N layers in RAM with "
+        "--n-cpu-moe N (or --vram-budget SIZE to pick N)",
         opts.n_gpu_layers, n_layer));
   if (dev == "cpu") return make_cpu(model, opts);
   if (dev == "auto") {

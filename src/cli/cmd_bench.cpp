@@ -114,7 +114,9 @@ class ModelBench {
              {"size_bytes", mi.file_bytes},
              {"n_params", mi.n_params},
              {"threads", engine_->n_threads()},
-             {"device", mi.device}};
+             {"device", mi.device},
+             {"placement", mi.placement},
+             {"device_memory_bytes", mi.device_memory_bytes}};
   }
 
   void prompt_processing(int P) {

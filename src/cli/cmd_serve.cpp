@@ -50,9 +50,6 @@ Runner add_serve_command(CLI::App& app) {
     std::string mode = "ar", reasoning_format = "deepseek", reasoning = "auto", kwargs;
     std::string aliases, api_keys, api_key_file;
     bool jinja = true;
-    std::vector<std::string> override_tensor;  // accepted, not implemented (warned)
-    bool cpu_moe = false;
-    int n_cpu_moe = 0;
     std::string cache_type_k = "f16", cache_type_v = "f16";
     DeviceArgs dev;
   };
@@ -106,12 +103,6 @@ Runner add_serve_command(CLI::App& app) {
   c->add_flag("--slots,!--no-slots", o.slots, "serve the slot monitor at /slots (default: on)");
   c->add_option("-t,--threads", o.n_threads, "threads (0: all cores)")->check(in_range(0, kMaxThreads));
   c->add_flag("--jinja", a->jinja, "accepted for llama-server compatibility (templates are always Jinja)");
-  // Expert offload (llama.cpp's MoE placement flags): accepted so that llama-server command lines
-  // run, with a warning, until the offload exists.
-  c->add_option("--override-tensor", a->override_tensor, "<regex>=<buffer type>,... (-ot; not implemented yet: warned)");
-  c->add_flag("--cpu-moe", a->cpu_moe, "keep every expert on the CPU (-cmoe; not implemented yet: warned)");
-  c->add_option("--n-cpu-moe", a->n_cpu_moe, "keep the experts of the first N layers on the CPU (-ncmoe; not implemented yet: warned)")
-      ->check(in_range(0, 1e6));
   add_env_args(c);
   return [a, api_key]() -> int {
     server::ServerOptions opt = a->opt;
@@ -131,13 +122,6 @@ Runner add_serve_command(CLI::App& app) {
       for (const auto& al : opt.aliases)
         if (al.empty()) throw Error("--alias: an alias is empty (got \"" + a->aliases + "\")");
     }
-    for (const auto& ot : a->override_tensor)
-      for (const auto& item : split_commas(ot))
-        if (item.find('=') == std::string::npos || item.front() == '=' || item.back() == '=')
-          throw Error("--override-tensor: \"" + item + "\" is not <tensor name regex>=<buffer type>");
-    if (!a->override_tensor.empty() || a->cpu_moe || a->n_cpu_moe > 0)
-      std::fprintf(stderr, "warning: -ot/--override-tensor, --cpu-moe and --n-cpu-moe are accepted but expert offload is not "
-                           "implemented yet: every weight, the experts included, stays on the device --device selects\n");
     if (opt.model_path.empty()) opt.model_path = default_model_path();
     opt.mode = a->mode == "diffusion" ? DecodeMode::Diffusion : a->mode == "spec" ? DecodeMode::Spec : DecodeMode::AR;
     opt.parse_reasoning = a->reasoning_format != "none";
@@ -147,6 +131,10 @@ Runner add_serve_command(CLI::App& app) {
     apply_device_options(a->dev, device);
     opt.device = device.device;
     opt.n_gpu_layers = device.n_gpu_layers;
+    opt.cpu_moe = device.cpu_moe;
+    opt.n_cpu_moe = device.n_cpu_moe;
+    opt.override_tensor = device.override_tensor;
+    opt.vram_budget = device.vram_budget;
     if (!a->kwargs.empty()) {
       opt.chat_template_kwargs = nlohmann::ordered_json::parse(a->kwargs, nullptr, false);
       if (!opt.chat_template_kwargs.is_object()) throw Error("--chat-template-kwargs must be a JSON object");

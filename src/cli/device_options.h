@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "clover/clover.h"
 
@@ -14,6 +15,10 @@ struct DeviceArgs {
   std::string device = "auto";
   int n_gpu_layers = -1;
   std::string flash_attn = "auto";
+  bool cpu_moe = false;
+  int n_cpu_moe = 0;
+  std::vector<std::string> override_tensor;
+  std::string vram_budget;
 };
 
 inline void add_device_options(CLI::App* c, DeviceArgs& d) {
@@ -23,8 +28,19 @@ inline void add_device_options(CLI::App* c, DeviceArgs& d) {
       ->capture_default_str();
   c->add_option("--n-gpu-layers,--gpu-layers", d.n_gpu_layers,
                 "layers on the GPU (-ngl): 0 runs on the CPU, 99 (or any count >= the model's layers) puts all on the GPU; "
-                "a split between the two is not implemented yet and is refused")
+                "whole layers on the CPU beside the GPU are not implemented and refused (keep experts in RAM instead: "
+                "--n-cpu-moe)")
       ->check(CLI::Range(-1, 1000000));
+  // Experts in system RAM, computed by the CPU beside the GPU (docs/placement.md).
+  c->add_flag("--cpu-moe", d.cpu_moe, "keep every layer's routed experts in RAM, computed by the CPU (-cmoe)");
+  c->add_option("--n-cpu-moe", d.n_cpu_moe, "keep the routed experts of the first N layers in RAM, computed by the CPU (-ncmoe)")
+      ->check(CLI::Range(0, 1000000));
+  c->add_option("--override-tensor", d.override_tensor,
+                "REGEX=cpu|vulkan,... (-ot): where the tensors whose names match go; routed expert tensors "
+                "(blk.N.ffn_*_exps) may stay in RAM (cpu), the last match wins");
+  c->add_option("--vram-budget", d.vram_budget,
+                "device memory to use, e.g. 16G: the experts of as many first layers as needed stay in RAM; refused, naming "
+                "what would fit, when the dense part, KV cache and compute buffers alone do not fit");
   c->add_option("--flash-attn", d.flash_attn,
                 "-fa on|off|auto: accepted for llama.cpp command lines; attention always runs as one fused pass over the "
                 "keys (online softmax) on every backend")
@@ -35,6 +51,15 @@ inline void add_device_options(CLI::App* c, DeviceArgs& d) {
 inline void apply_device_options(const DeviceArgs& d, EngineOptions& eo) {
   eo.device = d.device;
   eo.n_gpu_layers = d.n_gpu_layers;
+  eo.cpu_moe = d.cpu_moe;
+  eo.n_cpu_moe = d.n_cpu_moe;
+  eo.override_tensor.clear();
+  for (const std::string& ot : d.override_tensor) {  // llama.cpp allows several items separated by commas
+    size_t b = 0;
+    for (size_t e; (e = ot.find(',', b)) != std::string::npos; b = e + 1) eo.override_tensor.push_back(ot.substr(b, e - b));
+    eo.override_tensor.push_back(ot.substr(b));
+  }
+  eo.vram_budget = d.vram_budget;
   if (d.flash_attn == "off" || d.flash_attn == "OFF")
     std::fprintf(stderr, "note: -fa off has no effect: attention always runs as one fused pass over the keys\n");
 }

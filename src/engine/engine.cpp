@@ -10,6 +10,7 @@
 
 #include "clover/clover.h"
 #include "backend/executor.h"
+#include "backend/placement.h"
 #include "decode/decoders.h"
 #include "engine/pass_batcher.h"
 #include "engine/stop_strings.h"
@@ -131,6 +132,8 @@ class EngineImpl final : public Engine {
     info_.file_bytes = model_->file().file_size();
     info_.can_denoise = hp.has_reverse_path;
     info_.device = std::string(executor_->name());
+    info_.placement = executor_->placement();
+    info_.device_memory_bytes = executor_->device_memory_bytes();
     info_.block_size = hp.block_size;
     info_.threshold = hp.threshold;
     info_.mask_token = hp.mask_token;
@@ -504,6 +507,14 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     eo.prefault = opts.prefault;
     eo.device = opts.device;
     eo.n_gpu_layers = opts.n_gpu_layers;
+    eo.cpu_moe = opts.cpu_moe;
+    eo.n_cpu_moe = opts.n_cpu_moe;
+    eo.override_tensor = opts.override_tensor;
+    if (!opts.vram_budget.empty()) eo.vram_budget = backend::parse_size(opts.vram_budget);
+    // The sessions' caches as EngineImpl sizes them (n_ctx + the block scratch).
+    eo.n_ctx = (opts.n_ctx > 0 ? opts.n_ctx : std::min(m->hp().n_ctx_train, kMaxContext)) + kMaxBlock;
+    eo.kv = {to_dtype(opts.cache_type_k), to_dtype(opts.cache_type_v)};
+    eo.n_seq = std::max(1, opts.n_seq);
     auto exec = backend::make_executor(*m, eo);
     return std::make_unique<EngineImpl>(std::move(m), std::move(exec), opts);
   } catch (const Error&) {

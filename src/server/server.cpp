@@ -52,6 +52,11 @@ void load(ServerState& st) {
   eo.cache_type_v = st.opt.cache_type_v;
   eo.device = st.opt.device;
   eo.n_gpu_layers = st.opt.n_gpu_layers;
+  eo.cpu_moe = st.opt.cpu_moe;
+  eo.n_cpu_moe = st.opt.n_cpu_moe;
+  eo.override_tensor = st.opt.override_tensor;
+  eo.vram_budget = st.opt.vram_budget;
+  eo.n_seq = st.opt.n_slots;
   st.engine = Engine::load(st.opt.model_path, eo);
   for (const auto& w : st.engine->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   std::fprintf(stderr, "%s, %d slots\n", context_summary(st.engine->info()).c_str(), st.opt.n_slots);

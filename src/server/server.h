@@ -20,6 +20,10 @@ struct ServerOptions {
   int n_threads = 0;
   std::string device = "auto";    // --device (EngineOptions::device)
   int n_gpu_layers = -1;          // -ngl
+  bool cpu_moe = false;           // --cpu-moe, --n-cpu-moe, -ot, --vram-budget (EngineOptions)
+  int n_cpu_moe = 0;
+  std::vector<std::string> override_tensor;
+  std::string vram_budget;
   CacheType cache_type_k = CacheType::F16, cache_type_v = CacheType::F16;  // -ctk / -ctv
   std::vector<std::string> api_keys;  // any of them is accepted; empty: no authentication
   DecodeMode mode = DecodeMode::AR;

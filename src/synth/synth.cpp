@@ -241,6 +241,38 @@ void validate(const SynthConfig& c) {
 
 }  // namespace
 
+uint64_t TensorShape::bytes() const {
+  uint64_t rows = 1;
+  for (size_t i = 1; i < dims.size(); ++i) rows *= static_cast<uint64_t>(dims[i]);
+  return rows * dtype_row_bytes(type, dims[0]);
+}
+
+std::vector<TensorShape> tensor_shapes(const SynthConfig& cfg) {
+  validate(cfg);
+  std::vector<TensorPlan> plans = plan_tensors(cfg, expand_pattern(cfg));
+  uint32_t file_type = 0;
+  if (!cfg.mixture.empty()) apply_mixture(cfg, plans, &file_type);
+  std::vector<TensorShape> out;
+  for (const TensorPlan& p : plans) out.push_back({p.name, p.dims, p.type});
+  return out;
+}
+
+model::HParams hparams_of(const SynthConfig& c) {
+  validate(c);
+  model::HParams hp;
+  hp.arch = c.layout == model::Layout::Qwen35Moe ? "qwen35moe" : "clover_moe";
+  hp.layout = c.layout;
+  hp.n_layer = c.n_layer;
+  for (char ch : expand_pattern(c)) hp.recurrent.push_back(ch == 'L');
+  hp.n_embd = c.n_embd, hp.n_vocab = c.n_vocab, hp.n_ctx_train = c.n_ctx_train, hp.rms_eps = c.rms_eps;
+  hp.n_head = c.n_head, hp.n_head_kv = c.n_head_kv, hp.head_dim = c.head_dim, hp.n_rot = c.n_rot, hp.rope_theta = c.rope_theta;
+  hp.gdn_k_heads = c.gdn_k_heads, hp.gdn_v_heads = c.gdn_v_heads, hp.gdn_head_dim = c.gdn_head_dim, hp.conv_kernel = c.conv_kernel;
+  hp.n_expert = c.n_expert, hp.n_expert_used = c.n_expert_used, hp.n_ff_exp = c.n_ff_exp, hp.n_ff_shexp = c.n_ff_shexp;
+  hp.block_size = c.block_size, hp.threshold = c.threshold;
+  hp.has_reverse_path = c.layout == model::Layout::Official;
+  return hp;
+}
+
 void write_model(const SynthConfig& cfg, const std::string& path, const ProgressFn& progress) {
   SynthConfig c = cfg;
   validate(c);

@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/dtype.h"
 #include "model/hparams.h"
@@ -53,6 +54,18 @@ using ProgressFn = std::function<void(uint64_t done_bytes, uint64_t total_bytes)
 // Writes the model to `path` (atomically: a temporary file renamed at the end) with memory bounded
 // by the largest single expert matrix, not by the model size. Throws on invalid configurations.
 void write_model(const SynthConfig& cfg, const std::string& path, const ProgressFn& progress = {});
+
+// The tensor table write_model would write (names, dims ne0 first, types with the mixture
+// applied), without writing anything: the shapes of a 20 GB model for planners and tests.
+struct TensorShape {
+  std::string name;
+  std::vector<int64_t> dims;
+  DType type = DType::F32;
+  uint64_t bytes() const;  // as stored
+};
+std::vector<TensorShape> tensor_shapes(const SynthConfig& cfg);
+// The hyperparameters a loader reads from the file write_model would write.
+model::HParams hparams_of(const SynthConfig& cfg);
 
 // The layer pattern expanded to n_layer letters.
 std::string expand_pattern(const SynthConfig& cfg);

@@ -154,16 +154,16 @@ test('CLOVER_ARG_* variables set the flags; a flag beats the variable', async ()
   assert.equal(runClover(['tokenize', '-m', process.env.CLOVER_MODEL_PATH, '--text', 'hi'], { CLOVER_ARG_TEMP: '7000' }).status, 0);
 });
 
-test('-ot, --cpu-moe and --n-cpu-moe are accepted with a warning, never silently', async () => {
-  const srv = await spawnServer(['-ot', '.ffn_.*_exps.=CPU', '--n-cpu-moe', '20']);
+test('-ot, --cpu-moe and --n-cpu-moe on the CPU backend: accepted with a note that they do nothing there', async () => {
+  const srv = await spawnServer(['-ot', '.ffn_.*_exps.=CPU', '--n-cpu-moe', '20', '--device', 'cpu']);
   try {
-    assert.match(srv.log(), /warning: .*expert offload is not implemented yet/);
+    assert.match(srv.log(), /note: --cpu-moe, --n-cpu-moe, -ot and --vram-budget do nothing on the CPU backend/);
   } finally {
     srv.proc.kill('SIGTERM');
   }
   const quiet = await spawnServer([]);
   try {
-    assert.doesNotMatch(quiet.log(), /expert offload/);
+    assert.doesNotMatch(quiet.log(), /do nothing on the CPU backend/);
   } finally {
     quiet.proc.kill('SIGTERM');
   }
@@ -181,7 +181,8 @@ test('bad flag values: an error naming the flag and its range', () => {
     [['--reasoning-budget', '-2'], /--reasoning-budget: .*\[-1, /],
     [['--reasoning', 'maybe'], /--reasoning: maybe not in \{on,off,auto\}/],
     [['--reasoning-format', 'xml'], /--reasoning-format/],
-    [['-ot', 'exps'], /--override-tensor: "exps" is not <tensor name regex>=<buffer type>/],
+    [['-ot', 'exps'], /-ot "exps": give REGEX=cpu or REGEX=vulkan/],
+    [['--vram-budget', '12X'], /size "12X"/],
     [['--n-cpu-moe', '-1'], /--n-cpu-moe/],
     [['--alias', 'a,,b'], /--alias: an alias is empty/],
     [['--reasoning', 'off', '--chat-template-kwargs', '{"enable_thinking":true}'], /--reasoning off contradicts/],

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_executor.h"
+#include "backend/vulkan/decode_test_util.h"
 #include "backend/vulkan/executor_test_util.h"
 #include "decode/decoders.h"
 #include "model/model_test_util.h"
@@ -205,44 +206,6 @@ TEST(VulkanSelection, PassSelectionIsTheReferenceSelectionOfItsLogits) {
     check(dt, kept_dl, rows);
   }
   expect_silent_validation(*vk);
-}
-
-// The decoders on the Vulkan executor: greedy, from a prompt; returns the emitted tokens.
-struct DecodeRun {
-  std::vector<int32_t> out;
-  std::vector<uint8_t> state;
-  decode::Stats stats;
-};
-
-DecodeRun decode_on(backend::Executor& ex, const model::Model& m, const std::vector<int32_t>& prompt, int n,
-                    const std::string& mode, int block = 32, double tau = 0.95) {
-  const model::HParams& hp = m.hp();
-  auto seq = ex.new_sequence(static_cast<int>(prompt.size()) + n + 2 * block, {});
-  sampling::SamplingParams sp;
-  sp.temperature = 0;
-  sampling::Sampler sampler(sp, hp.n_vocab);
-  std::vector<float> logits(hp.n_vocab);
-  Pass p = Pass::causal(*seq, prompt, LogitRows::Last, logits.data());
-  ex.run(p);
-  std::vector<int32_t> committed = prompt;
-  DecodeRun r;
-  decode::Context ctx{[&](Pass& q) { ex.run(q); }, *seq, sampler, committed, hp.n_vocab};
-  decode::Options o;
-  o.max_tokens = n;
-  o.block_size = block;
-  o.threshold = tau;
-  o.mask_token = hp.mask_token;
-  const int32_t pending = sampler.sample(logits.data(), committed).token;
-  auto emit = [&](int32_t t) {
-    r.out.push_back(t);
-    return true;
-  };
-  if (mode == "ar") decode::decode_ar(ctx, pending, o, emit, r.stats);
-  if (mode == "spec") decode::decode_spec(ctx, pending, o, emit, r.stats);
-  if (mode == "diffusion") decode::decode_diffusion(ctx, pending, o, emit, r.stats);
-  EXPECT_EQ(seq->n_past(), static_cast<int>(prompt.size() + r.out.size())) << mode;
-  r.state = seq->committed_state();
-  return r;
 }
 
 // Kept short: every pass of the tiny model costs about a third of a second on lavapipe.

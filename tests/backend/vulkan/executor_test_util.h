@@ -21,7 +21,9 @@ inline std::string test_device() {
 }
 
 // A Vulkan executor with validation on, or a skip when there is no device.
-inline std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& m, int max_batch = 256) {
+// experts_on_host: the layers whose routed experts stay in host RAM (empty: none).
+inline std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& m, int max_batch = 256,
+                                                           std::vector<bool> experts_on_host = {}) {
   std::string error;
   auto probe = vulkan::Instance::create({}, error);
   if (!probe || probe->devices().empty()) return nullptr;
@@ -30,6 +32,8 @@ inline std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& m
   o.max_batch = max_batch;
   o.validate = vulkan::test::test_validation();
   o.verbose = false;
+  o.experts_on_host = std::move(experts_on_host);
+  o.n_threads = 2;
   return std::make_unique<vulkan::VulkanExecutor>(m, o);
 }
 

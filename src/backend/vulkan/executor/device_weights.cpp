@@ -75,11 +75,16 @@ class Uploader {
   const std::function<void(uint64_t, uint64_t)>& progress_;
 };
 
-uint64_t total_bytes(const model::Model& model) {
+bool on_host(const std::vector<bool>& experts_on_host, int il) {
+  return il < static_cast<int>(experts_on_host.size()) && experts_on_host[il];
+}
+
+uint64_t total_bytes(const model::Model& model, const std::vector<bool>& experts_on_host) {
   const model::HParams& hp = model.hp();
   const model::ModelWeights& W = model.weights();
   uint64_t n = device_matrix_bytes(W.output) + 4ull * hp.n_embd;
-  for (const model::LayerWeights& L : W.layers) {
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const model::LayerWeights& L = W.layers[il];
     n += 8ull * hp.n_embd;
     if (L.recurrent) {
       for (const auto* m : {&L.gdn.qkv, &L.gdn.gate, &L.gdn.beta, &L.gdn.alpha, &L.gdn.out}) n += device_matrix_bytes(*m);
@@ -88,18 +93,20 @@ uint64_t total_bytes(const model::Model& model) {
       for (const auto* m : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o}) n += device_matrix_bytes(*m);
     for (const auto* m : {&L.moe.router, &L.moe.shared_gate_inp, &L.moe.shared_gate, &L.moe.shared_up, &L.moe.shared_down})
       n += device_matrix_bytes(*m);
-    for (const auto* e : {&L.moe.gate, &L.moe.up, &L.moe.down}) n += device_experts_bytes(e->first, hp.n_expert);
+    if (!on_host(experts_on_host, il))
+      for (const auto* e : {&L.moe.gate, &L.moe.up, &L.moe.down}) n += device_experts_bytes(e->first, hp.n_expert);
   }
   return n;
 }
 
 }  // namespace
 
-DeviceWeights upload_weights(Device& dev, const model::Model& model, const std::function<void(uint64_t, uint64_t)>& progress) {
+DeviceWeights upload_weights(Device& dev, const model::Model& model, const std::vector<bool>& experts_on_host,
+                             const std::function<void(uint64_t, uint64_t)>& progress) {
   const model::HParams& hp = model.hp();
   const model::ModelWeights& W = model.weights();
   DeviceWeights w;
-  Uploader up(dev, w, total_bytes(model), progress);
+  Uploader up(dev, w, total_bytes(model, experts_on_host), progress);
   for (int il = 0; il < hp.n_layer; ++il) {
     const model::LayerWeights& L = W.layers[il];
     const std::string at = fmt::format("layer {} ", il);
@@ -141,9 +148,12 @@ DeviceWeights upload_weights(Device& dev, const model::Model& model, const std::
     d.shared_gate = up.matrix(M.shared_gate, at + "shared expert gate proj");
     d.shared_up = up.matrix(M.shared_up, at + "shared expert up proj");
     d.shared_down = up.matrix(M.shared_down, at + "shared expert down proj");
-    d.gate_exps = up.experts(M.gate, hp.n_expert, at + "expert gate");
-    d.up_exps = up.experts(M.up, hp.n_expert, at + "expert up");
-    d.down_exps = up.experts(M.down, hp.n_expert, at + "expert down");
+    d.experts_on_host = on_host(experts_on_host, il);
+    if (!d.experts_on_host) {
+      d.gate_exps = up.experts(M.gate, hp.n_expert, at + "expert gate");
+      d.up_exps = up.experts(M.up, hp.n_expert, at + "expert up");
+      d.down_exps = up.experts(M.down, hp.n_expert, at + "expert down");
+    }
     w.layers.push_back(d);
   }
   w.output_norm = up.vec(W.output_norm, hp.n_embd);

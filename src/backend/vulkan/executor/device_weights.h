@@ -32,7 +32,8 @@ struct DeviceLayer {
   // The reverse in-block path of denoising passes (official files only: ssm_rev_*).
   DeviceMatrix rev_beta, rev_alpha;
   const Buffer* rev_params = nullptr;  // rev dt_bias [Hv], then rev a [Hv]
-  // MoE.
+  // MoE. With experts_on_host the routed experts are not uploaded (the CPU computes them).
+  bool experts_on_host = false;
   DeviceMatrix router, shared_gate_inp, shared_gate, shared_up, shared_down;
   DeviceExperts gate_exps, up_exps, down_exps;
 };
@@ -50,9 +51,10 @@ bool device_supports(DType t);
 // The types device_supports accepts, for messages.
 std::string_view device_supported_list();
 
-// Uploads the weights; progress(done, total) in bytes after each tensor. Throws VulkanError naming
-// the first tensor whose type has no shader.
-DeviceWeights upload_weights(Device& dev, const model::Model& model,
+// Uploads the weights but the routed experts of the layers experts_on_host marks (empty: none);
+// progress(done, total) in bytes after each tensor. Throws VulkanError naming the first tensor
+// whose type has no shader.
+DeviceWeights upload_weights(Device& dev, const model::Model& model, const std::vector<bool>& experts_on_host = {},
                              const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 }  // namespace clover::vulkan

@@ -79,7 +79,7 @@ BufferRange VulkanExecutor::rows(const Buffer& b, int64_t row0, int64_t row_stri
 }
 
 VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
-    : model_(model), hp_(model.hp()), max_batch_(std::max(1, opts.max_batch)), gdn_scan_(opts.gdn_scan) {
+    : model_(model), hp_(model.hp()), max_batch_(std::max(1, opts.max_batch)), gdn_scan_(opts.gdn_scan), placement_(opts.placement) {
   std::string error;
   InstanceOptions io;
   io.validate = opts.validate;
@@ -95,7 +95,9 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
   // Progress redrawn in place on a terminal; one line at the end otherwise (logs, tests).
   int last_pct = -1;
   const bool tty = isatty(fileno(stderr)) != 0;
-  w_ = upload_weights(*dev_, model, [&](uint64_t done, uint64_t total) {
+  if (!opts.experts_on_host.empty() && static_cast<int>(opts.experts_on_host.size()) != hp_.n_layer)
+    throw VulkanError(fmt::format("a placement of {} layers for a model of {}", opts.experts_on_host.size(), hp_.n_layer));
+  w_ = upload_weights(*dev_, model, opts.experts_on_host, [&](uint64_t done, uint64_t total) {
     if (!opts.verbose || total == 0) return;
     const int pct = static_cast<int>(100 * done / total);
     if ((tty && pct != last_pct) || done == total) {
@@ -163,15 +165,21 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
                                   &L.shared_gate_inp, &L.shared_gate, &L.shared_up, &L.shared_down})
       if (m->buffer) s.extra_dispatches += matmul_dispatches(*dev_, *m) - 1;
     for (const DeviceExperts* e : {&L.gate_exps, &L.up_exps, &L.down_exps})
-      s.extra_dispatches += matmul_experts_dispatches(*dev_, *e) - 1;
+      if (e->buffer) s.extra_dispatches += matmul_experts_dispatches(*dev_, *e) - 1;
   }
   const char* every = std::getenv("CLOVER_VK_RECORD_EVERY_PASS");
   if (!opts.record_every_pass && !(every && std::string(every) == "1"))
     cache_ = std::make_unique<PassCache>(static_cast<size_t>(std::max(1, opts.recorded_passes)));
+  if (std::find(opts.experts_on_host.begin(), opts.experts_on_host.end(), true) != opts.experts_on_host.end())
+    host_experts_ = std::make_unique<HostExperts>(model, max_batch_, opts.n_threads);
   if (opts.verbose) std::fprintf(stderr, "vulkan: %s\n", memory_summary().c_str());
 }
 
 VulkanExecutor::~VulkanExecutor() = default;
+
+uint64_t VulkanExecutor::device_memory_bytes() const { return dev_->memory().total(); }
+
+int VulkanExecutor::n_threads() const { return host_experts_ ? host_experts_->n_threads() : 1; }
 
 std::string VulkanExecutor::memory_summary() const {
   const MemoryAccount& m = dev_->memory();
@@ -560,21 +568,27 @@ void VulkanExecutor::record_moe(int il, int N) {
   record_moe_router(*rec_, *dev_, router, N, NE, k, s.sNE, ids, whole(s.wts));
   record_moe_group(*rec_, *dev_, ids, N, NE, k, whole(s.groups));
   // The routed experts: gate and up read each routed row's token; down reads the routed rows.
-  record_matmul_experts(*rec_, *dev_, L.gate_exps, whole(s.h), s.sE, q8.for_type(L.gate_exps.type), whole(s.groups),
-                        true, whole(s.g), s.sFF);
-  record_matmul_experts(*rec_, *dev_, L.up_exps, whole(s.h), s.sE, q8.for_type(L.up_exps.type), whole(s.groups), true,
-                        whole(s.u), s.sFF);
+  if (!L.experts_on_host) {
+    record_matmul_experts(*rec_, *dev_, L.gate_exps, whole(s.h), s.sE, q8.for_type(L.gate_exps.type), whole(s.groups),
+                          true, whole(s.g), s.sFF);
+    record_matmul_experts(*rec_, *dev_, L.up_exps, whole(s.h), s.sE, q8.for_type(L.up_exps.type), whole(s.groups), true,
+                          whole(s.u), s.sFF);
+  }
   // The shared expert and its gate, from the same quantised input.
   matmul(L.shared_gate, whole(s.h), s.sE, q8, N, whole(s.gs), s.sFS);
   matmul(L.shared_up, whole(s.h), s.sE, q8, N, whole(s.us), s.sFS);
   matmul(L.shared_gate_inp, whole(s.h), s.sE, q8, N, whole(s.gamma), 1);
-  record_swiglu(*rec_, *dev_, whole(s.g), whole(s.u), N * k, ff, s.sFF);
-  const QuantActs q8g = quantize(need(L.down_exps), whole(s.g), N * k, ff, s.sFF);
-  record_matmul_experts(*rec_, *dev_, L.down_exps, whole(s.g), s.sFF, q8g.for_type(L.down_exps.type), whole(s.groups),
-                        false, whole(s.d), E);
+  if (!L.experts_on_host) {
+    record_swiglu(*rec_, *dev_, whole(s.g), whole(s.u), N * k, ff, s.sFF);
+    const QuantActs q8g = quantize(need(L.down_exps), whole(s.g), N * k, ff, s.sFF);
+    record_matmul_experts(*rec_, *dev_, L.down_exps, whole(s.g), s.sFF, q8g.for_type(L.down_exps.type), whole(s.groups),
+                          false, whole(s.d), E);
+  }
   record_swiglu(*rec_, *dev_, whole(s.gs), whole(s.us), N, fs, s.sFS);
   const QuantActs q8s = quantize(need(L.shared_down), whole(s.gs), N, fs, s.sFS);
   matmul(L.shared_down, whole(s.gs), s.sFS, q8s, N, whole(s.ds), E);
+  // Experts in host RAM: the pass splits here and the CPU computes the routed rows (hybrid_moe.cpp).
+  if (L.experts_on_host) run_host_experts(il, N, s.h, s.sE, s.groups, s.d);
   record_moe_combine(*rec_, *dev_, whole(s.d), whole(s.ds), whole(s.wts), whole(s.groups), whole(s.gamma), 1, N, NE, k, E,
                      whole(s.y), s.sE);
 }

@@ -38,6 +38,7 @@
 #include "backend/vulkan/device.h"
 #include "backend/vulkan/executor/device_weights.h"
 #include "backend/vulkan/executor/recorded_pass.h"
+#include "backend/vulkan/executor/host_experts.h"
 #include "backend/vulkan/executor/vulkan_sequence.h"
 #include "backend/vulkan/instance.h"
 #include "model/model.h"
@@ -57,6 +58,11 @@ class VulkanExecutor final : public backend::Executor {
     // Causal passes run the GDN delta rule's whole aligned 64-position chunks on the chunked scan
     // (gdn_scan.comp); false: every token on the step shader (tests, and the before/after timing).
     bool gdn_scan = true;
+    // Per layer: its routed experts stay in host RAM and the CPU computes them (hybrid_moe.cpp);
+    // empty: every expert on the device. From backend::plan_placement.
+    std::vector<bool> experts_on_host;
+    int n_threads = 0;              // CPU threads for experts in RAM (0: every core)
+    std::string placement;          // the placement in words (backend::Placement::describe)
   };
   // Throws VulkanError (no driver, no such device, a weight type without a shader).
   VulkanExecutor(const model::Model& model, const Options& opts);
@@ -65,11 +71,13 @@ class VulkanExecutor final : public backend::Executor {
   std::string_view name() const override { return name_; }
   const model::Model& model() const override { return model_; }
   int max_batch() const override { return max_batch_; }
-  int n_threads() const override { return 1; }
+  int n_threads() const override;
   std::unique_ptr<backend::Sequence> new_sequence(int n_ctx, backend::KvTypes types) override;
   void run(std::span<backend::Pass> passes) override;
   using Executor::run;
   void trace_routing(std::FILE* f) override { routing_trace_ = f; }
+  std::string placement() const override { return placement_; }
+  uint64_t device_memory_bytes() const override;
 
   Device& device() { return *dev_; }
   const Instance& instance() const { return *instance_; }
@@ -102,6 +110,10 @@ class VulkanExecutor final : public backend::Executor {
   void record_moe(int il, int N);
   void record_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
   void read_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
+  // The split point of a layer whose experts are in host RAM (hybrid_moe.cpp): runs what was
+  // recorded, computes the routed rows on the CPU from the device's input rows h and groups,
+  // writes their down rows to d and starts recording the rest of the pass.
+  void run_host_experts(int il, int N, const Buffer& h, int64_t h_stride, const Buffer& groups, const Buffer& d);
   // Activation rows quantised once for all the block-type products that read them, in each kind
   // (activation_kind: Q8_0, Q8_1, Q8_K) some product needs (a file may mix them on one input;
   // need(): bit 1 << kind).
@@ -134,6 +146,8 @@ class VulkanExecutor final : public backend::Executor {
   CommandList* rec_ = nullptr;         // its list being recorded
   std::map<std::pair<int64_t, int>, Q8Activations> q8_;  // by (columns, kind)
   std::FILE* routing_trace_ = nullptr;
+  std::unique_ptr<HostExperts> host_experts_;  // when some layer's experts are in RAM
+  std::string placement_;
 };
 
 }  // namespace clover::vulkan

@@ -1,0 +1,126 @@
+// The CPU side of a hybrid pass (docs/placement.md): the CPU expert runner alone on one layer of
+// the Clover-35B-A3B's routed experts (256 experts of gate/up 512 x 2048 and down 2048 x 512,
+// Q4_0, 8 experts per token), at a batch of 1 and of 32 tokens, against the machine's memory
+// bandwidth (a plain streaming read over 1 GiB). Prints markdown rows for docs/benchmarks.md.
+//
+// usage: expert_runner_bench [-t THREADS] [--reps R] [--type 0|1 (Q4_0|Q8_0)]
+//
+// Each pass routes its tokens to fresh random experts (a uniform router), so the weights come
+// from memory, not from the cache, as in a real pass over 40 layers. The weights a pass reads are
+// the distinct experts routed to times 3 x 589,824 bytes (Q4_0).
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "backend/cpu/experts.h"
+#include "kernels/convert.h"
+#include "runtime/thread_pool.h"
+#include "timing.h"
+
+using namespace clover;
+
+namespace {
+
+// n matrices of rows x cols in one allocation, random values quantised to t.
+struct Experts {
+  std::vector<uint8_t> bytes;
+  int64_t rows, cols;
+  size_t each;
+  DType type;
+  Experts(DType t, int n, int64_t r, int64_t c, ThreadPool& pool) : rows(r), cols(c), type(t) {
+    const size_t stride = dtype_row_bytes(t, c);
+    each = stride * r;
+    bytes.resize(each * n);
+    pool.parallel_for(static_cast<int64_t>(n) * r, 64, [&](int64_t b, int64_t e) {
+      std::mt19937 rng(static_cast<uint32_t>(b));
+      std::normal_distribution<float> nd(0.f, 0.05f);
+      std::vector<float> row(c);
+      for (int64_t i = b; i < e; ++i) {
+        for (auto& x : row) x = nd(rng);
+        kernels::quantize_row(t, row.data(), bytes.data() + i * stride, c);
+      }
+    });
+  }
+  kernels::MatRef at(int e) const { return {type, bytes.data() + e * each, rows, cols, dtype_row_bytes(type, cols)}; }
+};
+
+// GB/s of a plain read of 1 GiB (sum of 64-bit words), split over the pool's threads; best of reps.
+double read_bandwidth(ThreadPool& pool, int reps) {
+  std::vector<uint64_t> a((1ull << 30) / 8, 1);
+  std::vector<uint64_t> sums(static_cast<size_t>(pool.size()) * 8, 0);
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = bench::now();
+    const int64_t n = static_cast<int64_t>(a.size()), chunks = pool.size();
+    pool.parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        uint64_t s = 0;
+        for (int64_t i = c * n / chunks; i < (c + 1) * n / chunks; ++i) s += a[static_cast<size_t>(i)];
+        sums[static_cast<size_t>(c) * 8] += s;
+      }
+    });
+    t.push_back(bench::now() - t0);
+  }
+  return (1ull << 30) / *std::min_element(t.begin(), t.end()) / 1e9;  // the best run: the machine's peak
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, reps = 20, type = 0;
+  if (!bench::parse_int_flags(argc, argv, 1, {{"-t", &threads}, {"--reps", &reps}, {"--type", &type}})) {
+    std::fprintf(stderr, "usage: %s [-t THREADS] [--reps R] [--type 0|1]\n", argv[0]);
+    return 2;
+  }
+  const DType t = type == 1 ? DType::Q8_0 : DType::Q4_0;
+  const int NE = 256, k = 8, E = 2048, ff = 512;
+  ThreadPool pool(threads);
+  const double bw = read_bandwidth(pool, 10);
+  const Experts gate(t, NE, ff, E, pool), up(t, NE, ff, E, pool), down(t, NE, E, ff, pool);
+  std::printf("CPU expert runner, one layer of clover-35b experts (%s, %d experts of %d x %d, %d per token), %d threads; "
+              "memory read bandwidth %.1f GB/s\n\n",
+              std::string(dtype_name(t)).c_str(), NE, ff, E, k, threads, bw);
+  std::printf("| tokens | distinct experts / layer | ms / layer | tokens/s, 40 layers of experts in RAM | weights read GB/s | of bandwidth |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  std::mt19937 rng(7);
+  for (int T : {1, 32}) {
+    backend::cpu::CpuExpertRunner runner(pool, static_cast<int64_t>(T) * k, E, ff);
+    std::vector<float> x(static_cast<size_t>(T) * E);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (auto& v : x) v = nd(rng);
+    std::vector<double> times;
+    double distinct_sum = 0;
+    for (int r = 0; r < reps + 2; ++r) {
+      // Route: each token to k distinct random experts; group by expert.
+      std::vector<std::vector<int32_t>> rows(NE);
+      for (int tok = 0; tok < T; ++tok) {
+        std::vector<int> ids(NE);
+        std::iota(ids.begin(), ids.end(), 0);
+        for (int j = 0; j < k; ++j) {
+          std::swap(ids[j], ids[j + rng() % (NE - j)]);
+          rows[ids[j]].push_back(tok);
+        }
+      }
+      std::vector<backend::cpu::ExpertWork> works;
+      int32_t out = 0;
+      for (int e = 0; e < NE; ++e)
+        if (!rows[e].empty()) {
+          works.push_back({gate.at(e), up.at(e), down.at(e), rows[e].data(), static_cast<int32_t>(rows[e].size()), out});
+          out += static_cast<int32_t>(rows[e].size());
+        }
+      const double t0 = bench::now();
+      runner.run(x.data(), T, works, out, ff, nullptr, 0);
+      const double dt = bench::now() - t0;
+      if (r >= 2) times.push_back(dt), distinct_sum += static_cast<double>(works.size());
+    }
+    const double ms = bench::median(times) * 1e3, distinct = distinct_sum / reps;
+    const double bytes = distinct * (gate.each + up.each + down.each);
+    std::printf("| %d | %.1f | %.2f | %.1f | %.1f | %.0f %% |\n", T, distinct, ms, T / (40 * ms / 1e3), bytes / (ms / 1e3) / 1e9,
+                100 * bytes / (ms / 1e3) / 1e9 / bw);
+  }
+  return 0;
+}

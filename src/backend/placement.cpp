@@ -1,0 +1,273 @@
+// The placement planner (placement.h): dense parts, caches and compute buffers first, then the
+// routed experts layer by layer, the last layers first.
+#include "backend/placement.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <regex>
+
+#include "gguf/gguf.h"
+#include "model/model.h"
+
+namespace clover::backend {
+
+namespace {
+
+using model::ModelError;
+
+// "blk.12.ffn_up_exps.weight" -> layer 12 and whether it is a routed expert tensor; -1 for a
+// tensor outside the layers.
+struct TensorKind {
+  int layer = -1;
+  bool experts = false;
+};
+TensorKind kind_of(const std::string& name) {
+  static const std::regex blk(R"(^blk\.(\d+)\.(.*)$)");
+  static const std::regex exps(R"(^ffn_(gate|up|down|gate_up)_exps\.weight$)");
+  std::smatch m;
+  if (!std::regex_match(name, m, blk)) return {};
+  TensorKind k;
+  k.layer = std::stoi(m[1].str());
+  k.experts = std::regex_match(m[2].str(), exps);
+  return k;
+}
+
+uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+// Ranges of layers as "0-9, 12".
+std::string layer_ranges(const std::vector<bool>& on) {
+  std::string s;
+  for (size_t i = 0; i < on.size();) {
+    if (!on[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j + 1 < on.size() && on[j + 1]) ++j;
+    if (!s.empty()) s += ", ";
+    s += i == j ? fmt::format("{}", i) : fmt::format("{}-{}", i, j);
+    i = j + 1;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<TensorSize> tensor_table(const model::Model& model) {
+  std::vector<TensorSize> t;
+  for (const gguf::TensorInfo& i : model.file().tensors()) t.push_back({i.name, i.type, i.size});
+  return t;
+}
+
+TensorOverride parse_tensor_override(const std::string& spec) {
+  const size_t eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    throw ModelError(fmt::format("-ot \"{}\": give REGEX=cpu or REGEX=vulkan (e.g. -ot \"blk\\.[0-9]\\.ffn_.*_exps=cpu\")", spec));
+  TensorOverride o;
+  o.pattern = spec.substr(0, eq);
+  std::string where = spec.substr(eq + 1);
+  std::transform(where.begin(), where.end(), where.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (where == "cpu")
+    o.place = Place::Host;
+  else if (where.rfind("vulkan", 0) == 0 || where == "gpu")
+    o.place = Place::Device;
+  else
+    throw ModelError(fmt::format("-ot \"{}\": unknown place \"{}\" (cpu or vulkan)", spec, spec.substr(eq + 1)));
+  try {
+    std::regex r(o.pattern);
+  } catch (const std::regex_error& e) {
+    throw ModelError(fmt::format("-ot \"{}\": \"{}\" is not a valid regular expression ({})", spec, o.pattern, e.what()));
+  }
+  return o;
+}
+
+uint64_t device_bytes_of(const TensorSize& t) { return t.type == DType::BF16 ? 2 * t.bytes : t.bytes; }
+
+// Mirrors VulkanExecutor::Scratch and its Q8 activation scratch (vulkan_executor.cpp).
+uint64_t vulkan_compute_bytes(const model::HParams& hp, std::span<const TensorSize> table, int max_batch) {
+  const uint64_t B = static_cast<uint64_t>(std::max(1, max_batch)), k = std::max(1, hp.n_expert_used);
+  auto st = [](int64_t n) { return round_up(static_cast<uint64_t>(std::max<int64_t>(n, 1)), 64); };  // floats
+  const uint64_t E = st(hp.n_embd), C = st(hp.gdn_qkv_dim()), O = st(hp.gdn_v_dim()), Hv = st(hp.gdn_v_heads);
+  const uint64_t QG = st(2LL * hp.n_head * hp.head_dim), Q = st(static_cast<int64_t>(hp.n_head) * hp.head_dim);
+  const uint64_t KV = st(static_cast<int64_t>(hp.n_head_kv) * hp.head_dim), NE = st(hp.n_expert);
+  const uint64_t FF = st(hp.n_ff_exp), FS = st(hp.n_ff_shexp);
+  uint64_t floats = 3 * B * E;  // x, h, y
+  if (hp.n_gdn_layers() > 0) {
+    floats += B * (2 * C + 2 * O + 2 * Hv);
+    if (hp.has_reverse_path)
+      floats += 2 * B * Hv + static_cast<uint64_t>(hp.gdn_v_heads) * hp.gdn_head_dim * hp.gdn_head_dim;
+  }
+  if (hp.n_attn_layers() > 0) floats += B * (QG + 2 * Q + 2 * KV);
+  uint64_t bytes = 0;
+  bytes += static_cast<uint64_t>(hp.n_layer) * round_up(B * NE * 4, 256);  // router logits, a slice per layer
+  bytes += static_cast<uint64_t>(hp.n_layer) * round_up(B * k * 4, 256);   // routing ids, a slice per layer
+  floats += B * k + (2 * static_cast<uint64_t>(hp.n_expert) + 2 * B * k);  // weights, groups
+  floats += 2 * B * k * FF + B * k * static_cast<uint64_t>(hp.n_embd);     // g, u, d
+  floats += 2 * B * FS + B * static_cast<uint64_t>(hp.n_embd) + B;        // gs, us, ds, gamma
+  floats += B * E + B * std::max(2, hp.n_rot);                             // embedding and rope rows (host-visible)
+  floats += B * E + B * static_cast<uint64_t>(hp.n_vocab) + B * 64;       // the head: normed rows, logits, top
+  // A denoising pass's copy of the recurrent state (one per stacked denoising pass; one counted).
+  bytes += recurrent_bytes_for(hp);
+  // Q8 activations: per input width and activation kind, B * k rows of a byte per value plus scales.
+  bool kinds[3] = {};
+  for (const TensorSize& t : table) {
+    if (t.type == DType::F32 || t.type == DType::F16 || t.type == DType::BF16) continue;
+    kinds[dtype_is_kquant(t.type) ? 2 : (t.type == DType::Q4_1 || t.type == DType::Q5_1) ? 1 : 0] = true;
+  }
+  const int n_kinds = kinds[0] + kinds[1] + kinds[2];
+  std::vector<int64_t> widths{hp.n_embd, hp.n_ff_exp, hp.n_ff_shexp};
+  if (hp.n_gdn_layers() > 0) widths.push_back(hp.gdn_v_dim());
+  if (hp.n_attn_layers() > 0) widths.push_back(static_cast<int64_t>(hp.n_head) * hp.head_dim);
+  std::sort(widths.begin(), widths.end());
+  widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
+  for (int64_t w : widths) bytes += static_cast<uint64_t>(n_kinds) * B * k * static_cast<uint64_t>(w) * 5 / 4;
+  return bytes + floats * sizeof(float);
+}
+
+int Placement::n_host_layers() const { return static_cast<int>(std::count(experts_on_host.begin(), experts_on_host.end(), true)); }
+
+std::string format_gib(uint64_t bytes) {
+  if (bytes < (1ull << 30)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
+  return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
+}
+
+std::string Placement::describe() const {
+  const int n = static_cast<int>(experts_on_host.size()), h = n_host_layers();
+  // GiB for a full-size model, MiB for a small one.
+  const bool big = device_total() >= (1ull << 30);
+  const char* unit = big ? "GiB" : "MiB";
+  auto g = [big](uint64_t b) { return big ? fmt::format("{:.2f}", b / 1073741824.0) : fmt::format("{:.1f}", b / 1048576.0); };
+  const std::string ranges = layer_ranges(experts_on_host);
+  const std::string where =
+      h == 0 ? fmt::format("every layer's experts on the device ({} layers)", n)
+             : fmt::format("experts of layer{} {} in RAM ({} of {} layers)", ranges.find_first_of(",-") == std::string::npos ? "" : "s",
+                           ranges, h, n);
+  return fmt::format("{}; device {} {}: weights {} (dense {}, experts {}), KV {}, state {}, compute {}; RAM {} {} "
+                     "(weights {}, CPU expert scratch {})",
+                     where, g(device_total()), unit, g(dense_weights + expert_weights), g(dense_weights), g(expert_weights), g(kv),
+                     g(recurrent), g(compute), g(host_total()), unit, g(host_weights), g(host_compute));
+}
+
+Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> table, const PlacementRequest& req) {
+  const int L = hp.n_layer;
+  if (req.n_cpu_moe < 0) throw ModelError(fmt::format("--n-cpu-moe {}: give a layer count (0 or more)", req.n_cpu_moe));
+  if (req.n_seq < 1 || req.n_ctx < 1) throw ModelError("placement: at least one sequence of at least one position");
+  std::vector<std::regex> res;
+  for (const TensorOverride& o : req.overrides) res.emplace_back(o.pattern);
+
+  Placement p;
+  p.experts_on_host.assign(static_cast<size_t>(L), false);
+  std::vector<uint64_t> layer_experts(static_cast<size_t>(L), 0);  // device bytes of each layer's experts
+  std::vector<int> forced(static_cast<size_t>(L), 0);              // -ot: +1 device, -1 host
+  for (int il = 0; il < std::min(L, req.cpu_moe ? L : req.n_cpu_moe); ++il) p.experts_on_host[il] = true;
+  bool has_output = false;
+  uint64_t embd = 0, embd_dev = 0;
+  for (const TensorSize& t : table) {
+    if (t.name == "output.weight") has_output = true;
+    if (t.name == "token_embd.weight") embd = t.bytes, embd_dev = device_bytes_of(t);
+  }
+  for (const TensorSize& t : table) {
+    const TensorKind k = kind_of(t.name);
+    if (k.layer >= L) continue;  // MTP layers: never run
+    for (size_t i = 0; i < res.size(); ++i) {
+      if (!std::regex_search(t.name, res[i])) continue;
+      if (!k.experts) {
+        if (req.overrides[i].place == Place::Host)
+          throw ModelError(fmt::format("-ot {}=cpu matches {}: only routed expert tensors (blk.N.ffn_*_exps) can stay in "
+                                       "RAM; the dense part is always on the device",
+                                       req.overrides[i].pattern, t.name));
+        continue;
+      }
+      forced[k.layer] = req.overrides[i].place == Place::Host ? -1 : 1;
+      p.experts_on_host[k.layer] = req.overrides[i].place == Place::Host;
+    }
+    if (t.name == "token_embd.weight") continue;
+    if (k.experts)
+      layer_experts[k.layer] += device_bytes_of(t);
+    else
+      p.dense_weights += device_bytes_of(t);
+  }
+  // A file without output.weight: the head reads the token embedding, uploaded as the head.
+  if (!has_output) p.dense_weights += embd_dev;
+  p.kv = kv_bytes_for(hp, req.n_ctx, req.kv) * static_cast<uint64_t>(req.n_seq);
+  p.recurrent = recurrent_bytes_for(hp) * static_cast<uint64_t>(req.n_seq);
+  p.compute = vulkan_compute_bytes(hp, table, req.max_batch);
+  for (uint64_t b : layer_experts) p.expert_bytes_per_layer = std::max(p.expert_bytes_per_layer, b);
+
+  const uint64_t fixed = p.dense_weights + p.kv + p.recurrent + p.compute;
+  auto on_device = [&] {
+    uint64_t b = 0;
+    for (int il = 0; il < L; ++il) b += p.experts_on_host[il] ? 0 : layer_experts[il];
+    return b;
+  };
+  if (req.budget > 0) {
+    // Move layers' experts to RAM, the first layers first, until the rest fits (layers an
+    // override puts on the device stay there).
+    for (int il = 0; il < L && fixed + on_device() > req.budget; ++il)
+      if (forced[il] == 0) p.experts_on_host[il] = true;
+    if (fixed + on_device() > req.budget) {
+      const uint64_t least = fixed + on_device();
+      std::string msg = fmt::format(
+          "--vram-budget {} cannot hold this model: even with {} the device needs {} (dense weights {}, KV cache of {} x {} "
+          "tokens {}, recurrent state {}, compute buffers for passes of {} tokens {}",
+          format_gib(req.budget), on_device() ? "every expert not forced onto the device by -ot in RAM" : "every expert in RAM",
+          format_gib(least), format_gib(p.dense_weights), req.n_seq, req.n_ctx, format_gib(p.kv), format_gib(p.recurrent),
+          req.max_batch, format_gib(p.compute));
+      if (on_device()) msg += fmt::format(", experts kept on the device by -ot {}", format_gib(on_device()));
+      if (least >= (1ull << 30))
+        msg += fmt::format("). Would fit: --vram-budget {:.2f}G", std::ceil(least / 1073741824.0 * 100) / 100);
+      else
+        msg += fmt::format("). Would fit: --vram-budget {}M", (least + (1ull << 20) - 1) >> 20);
+      const uint64_t per_pos = kv_bytes_for(hp, 1, req.kv) * static_cast<uint64_t>(req.n_seq);
+      const uint64_t rest = fixed - p.kv + on_device();
+      if (per_pos > 0 && req.budget > rest) {
+        const int64_t n_ctx = static_cast<int64_t>((req.budget - rest) / per_pos) / 256 * 256;
+        if (n_ctx > 0) msg += fmt::format(", or this budget with a context of at most {} tokens (-c {})", n_ctx, n_ctx);
+      }
+      throw ModelError(msg + ".");
+    }
+  }
+  p.expert_weights = on_device();
+  for (const TensorSize& t : table) {
+    const TensorKind k = kind_of(t.name);
+    if (k.experts && k.layer < L && p.experts_on_host[k.layer]) p.host_weights += t.bytes;
+  }
+  p.host_weights += embd;
+  if (p.any_on_host()) {
+    // The CPU expert runner: gate, up and down rows for every routed row of the largest pass, the
+    // input rows and their quantised copies.
+    const uint64_t rows = static_cast<uint64_t>(req.max_batch) * std::max(1, hp.n_expert_used);
+    p.host_compute = rows * (2 * static_cast<uint64_t>(hp.n_ff_exp) + static_cast<uint64_t>(hp.n_embd)) * sizeof(float) +
+                     static_cast<uint64_t>(req.max_batch) * hp.n_embd * (sizeof(float) + 2) +
+                     rows * static_cast<uint64_t>(hp.n_ff_exp) * 2;
+  }
+  return p;
+}
+
+uint64_t parse_size(const std::string& s) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  std::string unit = s.substr(pos);
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (!unit.empty() && unit.back() == 'b') unit.pop_back();  // "8GB", "8GiB"
+  if (unit.size() == 2 && unit[1] == 'i') unit.pop_back();
+  double mult = 0;
+  if (unit.empty()) mult = 1;
+  else if (unit == "k") mult = 1024.0;
+  else if (unit == "m") mult = 1024.0 * 1024;
+  else if (unit == "g") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "t") mult = 1024.0 * 1024 * 1024 * 1024;
+  if (pos == 0 || mult == 0 || !(v > 0) || !std::isfinite(v))
+    throw ModelError(fmt::format("size \"{}\": give a positive number with an optional unit K, M, G or T (powers of 1024: 16G)", s));
+  return static_cast<uint64_t>(v * mult);
+}
+
+}  // namespace clover::backend

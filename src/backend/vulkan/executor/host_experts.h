@@ -1,0 +1,38 @@
+// Routed experts kept in host RAM (backend/placement.h) and computed by the CPU backend's expert
+// runner while the GPU runs the rest of the layer (hybrid_moe.cpp). The weights are the mmapped
+// model's: nothing is copied.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/cpu/experts.h"
+#include "model/model.h"
+#include "runtime/thread_pool.h"
+
+namespace clover::vulkan {
+
+class HostExperts {
+ public:
+  // max_tokens: the largest pass; n_threads: 0 for every core.
+  HostExperts(const model::Model& model, int max_tokens, int n_threads);
+
+  // For layer il, the routed rows of a pass as the device grouped them (moe_group_ints layout:
+  // count [NE] | first [NE] | token [N k] | row_of [N k]) over the input rows x [N][n_embd]:
+  // afterwards down_rows() holds row r = first[e] + i of expert e's output, [N k][n_embd].
+  void run(int il, const float* x, int N, const int32_t* groups);
+  const float* down_rows() const { return runner_.out(0); }
+  int n_threads() const { return pool_.size(); }
+
+  // Host copies of the device rows the runner reads (hybrid_moe.cpp).
+  std::vector<float> rows_in, x;
+  std::vector<int32_t> groups;
+
+ private:
+  const model::Model& model_;
+  ThreadPool pool_;
+  backend::cpu::CpuExpertRunner runner_;
+  std::vector<backend::cpu::ExpertWork> works_;
+};
+
+}  // namespace clover::vulkan

@@ -1,0 +1,156 @@
+// The placement planner (backend/placement.h) on the full-size clover-35b Q4_0 tensor table (built
+// from the synth preset, no file written) and on flags: the ladder of device budgets fits what it
+// claims, a budget too small is refused naming what would fit, the flags place what they say.
+#include <gtest/gtest.h>
+
+#include "backend/placement.h"
+#include "synth/synth.h"
+
+namespace clover::backend {
+namespace {
+
+constexpr uint64_t GiB = 1ull << 30;
+
+struct Table {
+  model::HParams hp;
+  std::vector<TensorSize> tensors;
+};
+
+Table table_of(const synth::SynthConfig& c) {
+  Table t;
+  t.hp = synth::hparams_of(c);
+  for (const synth::TensorShape& s : synth::tensor_shapes(c)) t.tensors.push_back({s.name, s.type, s.bytes()});
+  return t;
+}
+
+Table clover35b_q4_0() {
+  synth::SynthConfig c = synth::preset("clover-35b");
+  c.mixture = "Q4_0";
+  return table_of(c);
+}
+
+PlacementRequest request(uint64_t budget, int64_t n_ctx) {
+  PlacementRequest r;
+  r.budget = budget;
+  r.n_ctx = n_ctx;
+  r.kv = {DType::F16, DType::F16};
+  return r;
+}
+
+TEST(Placement, Clover35bShapesAreTheFullModel) {
+  const Table t = clover35b_q4_0();
+  uint64_t total = 0;
+  for (const TensorSize& s : t.tensors) total += s.bytes;
+  // The official Q4_0 file is 19.6 GB; ours has the same shapes and the Q4_0 preset's types.
+  EXPECT_GT(total, 18.5e9);
+  EXPECT_LT(total, 21.0e9);
+  const Placement p = plan_placement(t.hp, t.tensors, request(0, 16384));
+  EXPECT_EQ(p.n_host_layers(), 0);
+  // 3 x 256 experts of 512 x 2048 Q4_0 per layer.
+  EXPECT_EQ(p.expert_bytes_per_layer, 3ull * 256 * 512 * 2048 / 32 * 18);
+}
+
+TEST(Placement, LadderFitsEveryBudgetAndKeepsMoreExpertsInRamAsItShrinks) {
+  const Table t = clover35b_q4_0();
+  for (int64_t n_ctx : {16384, 131072}) {
+    int prev_host = -1;
+    for (uint64_t gb : {24, 16, 12, 8}) {
+      const Placement p = plan_placement(t.hp, t.tensors, request(gb * GiB, n_ctx));
+      SCOPED_TRACE(testing::Message() << gb << " GiB, " << n_ctx << " tokens: " << p.describe());
+      EXPECT_LE(p.device_total(), gb * GiB);
+      EXPECT_GE(p.n_host_layers(), prev_host);
+      prev_host = p.n_host_layers();
+      // As many layers on the device as fit: one more would not.
+      if (p.n_host_layers() > 0) EXPECT_GT(p.device_total() + p.expert_bytes_per_layer, gb * GiB);
+      // The first layers go to RAM first.
+      for (int il = 1; il < t.hp.n_layer; ++il)
+        if (p.experts_on_host[il]) EXPECT_TRUE(p.experts_on_host[il - 1]);
+      EXPECT_EQ(p.kv, kv_bytes_for(t.hp, n_ctx, {DType::F16, DType::F16}));
+      EXPECT_GE(p.host_weights, p.n_host_layers() * p.expert_bytes_per_layer);
+    }
+  }
+  // 24 GiB holds everything at 16K; 8 GiB needs most experts in RAM.
+  EXPECT_EQ(plan_placement(t.hp, t.tensors, request(24 * GiB, 16384)).n_host_layers(), 0);
+  EXPECT_GT(plan_placement(t.hp, t.tensors, request(8 * GiB, 131072)).n_host_layers(), 20);
+}
+
+TEST(Placement, TooSmallBudgetIsRefusedNamingWhatWouldFit) {
+  const Table t = clover35b_q4_0();
+  try {
+    plan_placement(t.hp, t.tensors, request(2 * GiB, 131072));
+    FAIL() << "2 GiB cannot hold the dense part and a 131072-token KV cache";
+  } catch (const model::ModelError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("Would fit: --vram-budget"), std::string::npos) << m;
+    EXPECT_NE(m.find("-c "), std::string::npos) << m;  // a shorter context fits this budget
+  }
+  // The budget the message names does fit.
+  const Placement all_host = plan_placement(t.hp, t.tensors, [&] {
+    PlacementRequest r = request(0, 131072);
+    r.cpu_moe = true;
+    return r;
+  }());
+  EXPECT_NO_THROW(plan_placement(t.hp, t.tensors, request(all_host.device_total() + 1, 131072)));
+  EXPECT_THROW(plan_placement(t.hp, t.tensors, request(all_host.device_total() - 1, 131072)), model::ModelError);
+}
+
+TEST(Placement, FlagsPlaceWhatTheySay) {
+  const Table t = table_of(synth::preset("tiny"));
+  const int L = t.hp.n_layer;
+  PlacementRequest r = request(0, 256);
+  const Placement none = plan_placement(t.hp, t.tensors, r);
+  EXPECT_EQ(none.n_host_layers(), 0);
+  r.n_cpu_moe = 2;
+  Placement p = plan_placement(t.hp, t.tensors, r);
+  EXPECT_EQ(p.experts_on_host, (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(p.expert_weights, none.expert_weights / 2);
+  EXPECT_EQ(p.device_total() + 2 * p.expert_bytes_per_layer, none.device_total());
+  r.n_cpu_moe = 99;  // more than the layers: all of them, as llama.cpp
+  EXPECT_EQ(plan_placement(t.hp, t.tensors, r).n_host_layers(), L);
+  r.n_cpu_moe = 0;
+  r.cpu_moe = true;
+  p = plan_placement(t.hp, t.tensors, r);
+  EXPECT_EQ(p.n_host_layers(), L);
+  EXPECT_EQ(p.expert_weights, 0u);
+  EXPECT_EQ(p.dense_weights, none.dense_weights);
+  // Overrides: the last match wins; one expert tensor moves its layer.
+  r.cpu_moe = false;
+  r.overrides = {parse_tensor_override(R"(blk\.(1|3)\.ffn_down_exps=cpu)")};
+  EXPECT_EQ(plan_placement(t.hp, t.tensors, r).experts_on_host, (std::vector<bool>{false, true, false, true}));
+  r.cpu_moe = true;
+  r.overrides = {parse_tensor_override(R"(blk\.0\.ffn_.*_exps=Vulkan0)")};
+  EXPECT_EQ(plan_placement(t.hp, t.tensors, r).experts_on_host, (std::vector<bool>{false, true, true, true}));
+  // The dense part cannot stay in RAM.
+  r.overrides = {parse_tensor_override(R"(attn_q=cpu)")};
+  EXPECT_THROW(plan_placement(t.hp, t.tensors, r), model::ModelError);
+  r.overrides.clear();
+  r.n_cpu_moe = -1;
+  r.cpu_moe = false;
+  EXPECT_THROW(plan_placement(t.hp, t.tensors, r), model::ModelError);
+}
+
+TEST(Placement, BudgetKeepsLayersAnOverridePutsOnTheDevice) {
+  const Table t = clover35b_q4_0();
+  PlacementRequest r = request(10 * GiB, 16384);
+  r.overrides = {parse_tensor_override(R"(blk\.0\.ffn_up_exps=vulkan)")};
+  const Placement p = plan_placement(t.hp, t.tensors, r);
+  EXPECT_FALSE(p.experts_on_host[0]);
+  EXPECT_TRUE(p.experts_on_host[1]);
+  EXPECT_LE(p.device_total(), 10 * GiB);
+}
+
+TEST(Placement, ParsesSizesAndOverrides) {
+  EXPECT_EQ(parse_size("16G"), 16 * GiB);
+  EXPECT_EQ(parse_size("8GiB"), 8 * GiB);
+  EXPECT_EQ(parse_size("12gb"), 12 * GiB);
+  EXPECT_EQ(parse_size("1536M"), 1536ull << 20);
+  EXPECT_EQ(parse_size("1.5G"), 3 * GiB / 2);
+  EXPECT_EQ(parse_size("4096"), 4096u);
+  for (const char* bad : {"", "G", "-1G", "12X", "abc", "0"}) EXPECT_THROW(parse_size(bad), model::ModelError) << bad;
+  EXPECT_EQ(parse_tensor_override("exps=CPU").place, Place::Host);
+  EXPECT_EQ(parse_tensor_override("exps=vulkan:0").place, Place::Device);
+  for (const char* bad : {"exps", "=cpu", "exps=", "exps=tpu", "([=cpu"}) EXPECT_THROW(parse_tensor_override(bad), model::ModelError) << bad;
+}
+
+}  // namespace
+}  // namespace clover::backend

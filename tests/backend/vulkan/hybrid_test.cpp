@@ -1,0 +1,166 @@
+// Experts in host RAM (issue #21): the Vulkan executor with the routed experts of some layers kept
+// in RAM and computed by the CPU expert runner, against the CPU executor, for every placement of
+// the tiny model (none, --n-cpu-moe 1..all, --cpu-moe, an override): logits within the bounds of
+// executor_test.cpp, the device's weight account smaller by exactly the experts kept in RAM and
+// equal to the planner's, denoising passes, and guess-then-verify equal to AR within the backend.
+// Validation layer on, zero messages. Label `vulkan`; the tiny model keeps it short on lavapipe.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_executor.h"
+#include "backend/placement.h"
+#include "backend/vulkan/decode_test_util.h"
+#include "backend/vulkan/executor_test_util.h"
+#include "model/model_test_util.h"
+
+namespace clover {
+namespace {
+
+using backend::LogitRows;
+using backend::Pass;
+using testing::TempDir;
+
+std::vector<bool> placement_of(const model::Model& m, int n_cpu_moe, bool cpu_moe, const std::string& ot = {}) {
+  backend::PlacementRequest r;
+  r.n_cpu_moe = n_cpu_moe, r.cpu_moe = cpu_moe;
+  if (!ot.empty()) r.overrides.push_back(backend::parse_tensor_override(ot));
+  return backend::plan_placement(m.hp(), backend::tensor_table(m), r).experts_on_host;
+}
+
+std::string describe(const std::vector<bool>& on_host) {
+  std::string s;
+  for (bool b : on_host) s += b ? 'H' : 'D';
+  return s;
+}
+
+class VulkanHybrid : public ::testing::TestWithParam<DType> {};
+
+TEST_P(VulkanHybrid, EveryPlacementAgreesWithTheCpuExecutor) {
+  TempDir d;
+  synth::SynthConfig c = synth::preset("tiny");
+  c.type = GetParam();
+  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  const model::HParams& hp = m->hp();
+  const int V = hp.n_vocab, L = hp.n_layer;
+  backend::cpu::CpuExecutor cpu(*m, {2, 64});
+  const std::vector<int32_t> toks = testing::random_tokens(40, V, 11);
+  auto cs = cpu.new_sequence(64, {});
+  std::vector<float> ref(toks.size() * V);
+  Pass pc = Pass::causal(*cs, toks, LogitRows::All, ref.data());
+  cpu.run(pc);
+
+  std::vector<std::vector<bool>> placements{placement_of(*m, 0, false)};
+  for (int n = 1; n <= L; ++n) placements.push_back(placement_of(*m, n, false));
+  placements.push_back(placement_of(*m, 0, true));
+  placements.push_back(placement_of(*m, 0, false, R"(blk\.(1|3)\.ffn_(gate|up|down)_exps=cpu)"));
+  ASSERT_EQ(describe(placements.back()), "DHDH");
+
+  const backend::Placement all_dev = backend::plan_placement(hp, backend::tensor_table(*m), {});
+  uint64_t weights_all_device = 0;
+  for (const std::vector<bool>& on_host : placements) {
+    SCOPED_TRACE(describe(on_host));
+    auto vk = make_vulkan(*m, 64, on_host);
+    if (!vk) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
+    auto vs = vk->new_sequence(64, {});
+    std::vector<float> got(toks.size() * V);
+    Pass pv = Pass::causal(*vs, toks, LogitRows::All, got.data());
+    vk->run(pv);
+    const Agreement a = compare(ref, got, V);
+    std::printf("%s %s: top-1 %.4f, mean KL %.3g, max |delta| %.3g; %s\n", std::string(dtype_name(c.type)).c_str(),
+                describe(on_host).c_str(), a.top1, a.mean_kl, a.max_abs, vk->memory_summary().c_str());
+    EXPECT_GE(a.top1, c.type == DType::F32 ? 0.99 : 0.95);
+    EXPECT_LE(a.mean_kl, 1e-3);
+    if (c.type == DType::F32) {
+      EXPECT_LE(a.max_abs, 1e-3);
+    }
+    EXPECT_EQ(pv.stats.expert_rows, pc.stats.expert_rows);
+    EXPECT_EQ(vs->n_past(), static_cast<int>(toks.size()));
+
+    // The device holds the weights the planner says: the experts kept in RAM are not uploaded.
+    const backend::Placement& plan = all_dev;
+    uint64_t host_experts = 0;
+    for (int il = 0; il < L; ++il) host_experts += on_host[il] ? all_dev.expert_bytes_per_layer : 0;
+    const uint64_t weights = vk->device().memory().bytes(vulkan::MemoryPurpose::Weights);
+    if (weights_all_device == 0) weights_all_device = weights;
+    EXPECT_EQ(weights_all_device - weights, host_experts);
+    // The device's own account against the planner's (buffers are rounded up to 4 bytes at least).
+    EXPECT_GE(weights, plan.dense_weights + plan.expert_weights - host_experts);
+    EXPECT_LE(weights, plan.dense_weights + plan.expert_weights - host_experts + 64 * 1024);
+    EXPECT_LE(vk->device().memory().bytes(vulkan::MemoryPurpose::Scratch), plan.compute);
+    expect_silent_validation(*vk);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, VulkanHybrid, ::testing::Values(DType::F32, DType::Q4_0),
+                         [](const auto& i) { return std::string(dtype_name(i.param)); });
+
+// Denoising passes with the experts of half the layers in RAM: the CPU's logits, the sequence
+// unchanged; then guess-then-verify greedy equals AR greedy token for token with the same state.
+TEST(VulkanHybridDecode, DenoisingPassesAndGuessThenVerifyWithExpertsInRam) {
+  TempDir d;
+  synth::SynthConfig c = synth::preset("tiny");
+  c.type = DType::Q8_0;
+  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  const model::HParams& hp = m->hp();
+  const int V = hp.n_vocab, B = 16;
+  auto vk = make_vulkan(*m, 64, placement_of(*m, 2, false));
+  if (!vk) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
+  backend::cpu::CpuExecutor cpu(*m, {2, 64});
+  auto cs = cpu.new_sequence(64, {});
+  auto vs = vk->new_sequence(64, {});
+  const std::vector<int32_t> prompt = testing::random_tokens(13, V, 5);
+  Pass pc = Pass::causal(*cs, prompt, LogitRows::None, nullptr), pv = Pass::causal(*vs, prompt, LogitRows::None, nullptr);
+  cpu.run(pc);
+  vk->run(pv);
+  const std::vector<uint8_t> state = vs->committed_state();
+  std::vector<int32_t> block(B, hp.mask_token);
+  block[0] = prompt[3], block[5] = prompt[7];
+  std::vector<float> lc(static_cast<size_t>(B) * V), lv(static_cast<size_t>(B) * V);
+  Pass dc = Pass::denoise(*cs, block, {}, lc.data(), hp.has_reverse_path);
+  Pass dv = Pass::denoise(*vs, block, {}, lv.data(), hp.has_reverse_path);
+  cpu.run(dc);
+  vk->run(dv);
+  const Agreement a = compare(lc, lv, V);
+  std::printf("Q8_0 DDHH denoise: top-1 %.4f, mean KL %.3g\n", a.top1, a.mean_kl);
+  EXPECT_GE(a.top1, 0.95);
+  EXPECT_LE(a.mean_kl, 1e-3);
+  EXPECT_EQ(vs->committed_state(), state);
+
+  const DecodeRun ar = decode_on(*vk, *m, prompt, 14, "ar", 6);
+  const DecodeRun spec = decode_on(*vk, *m, prompt, 14, "spec", 6);
+  EXPECT_EQ(spec.out, ar.out);
+  EXPECT_EQ(spec.state, ar.state) << "the final sequence states differ";
+  EXPECT_GT(spec.stats.denoise_passes, 0);
+  expect_silent_validation(*vk);
+}
+
+// Batch invariance with experts in RAM: two sequences' passes stacked into one give each the
+// logits and state it gets alone, bit for bit (the CPU runner's rows do not depend on each other).
+TEST(VulkanHybridStacked, StackedPassesAreBitwiseInvariant) {
+  TempDir d;
+  synth::SynthConfig c = synth::preset("tiny");
+  c.type = DType::Q4_0;
+  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  const int V = m->hp().n_vocab;
+  auto vk = make_vulkan(*m, 64, placement_of(*m, 0, false, R"(blk\.[02]\.ffn_up_exps=cpu)"));
+  if (!vk) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
+  const std::vector<int32_t> a = testing::random_tokens(7, V, 1), b = testing::random_tokens(5, V, 2);
+  std::vector<float> la(V), lb(V), sa(V), sb(V);
+  auto alone_a = vk->new_sequence(32, {}), alone_b = vk->new_sequence(32, {});
+  Pass pa = Pass::causal(*alone_a, a, LogitRows::Last, la.data()), pb = Pass::causal(*alone_b, b, LogitRows::Last, lb.data());
+  vk->run(pa);
+  vk->run(pb);
+  auto st_a = vk->new_sequence(32, {}), st_b = vk->new_sequence(32, {});
+  std::vector<Pass> both{Pass::causal(*st_a, a, LogitRows::Last, sa.data()), Pass::causal(*st_b, b, LogitRows::Last, sb.data())};
+  vk->run(both);
+  EXPECT_EQ(sa, la);
+  EXPECT_EQ(sb, lb);
+  EXPECT_EQ(st_a->committed_state(), alone_a->committed_state());
+  EXPECT_EQ(st_b->committed_state(), alone_b->committed_state());
+  expect_silent_validation(*vk);
+}
+
+}  // namespace
+}  // namespace clover
