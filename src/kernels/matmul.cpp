@@ -218,6 +218,10 @@ void run(const MatmulCall& c) {
 // ---- entry points --------------------------------------------------------------------------
 
 SumOrder sum_order(DType weight_type, int64_t rows, int64_t cols) {
+  // llama.cpp's quantised tinyBLAS (tinyBLAS_Q0_AVX) takes every shape. Of its types only IQ4_NL
+  // sums differently from vec_dot (one set of lanes against vec_dot's pairs of blocks), on
+  // matrices that are not repacked (rows % 8 != 0; matmul_legacy.cpp).
+  if (weight_type == DType::IQ4_NL) return SumOrder::Gemm;
   const int64_t step = weight_type == DType::BF16 ? 32 : 16;
   return rows % 4 == 0 && cols % step == 0 ? SumOrder::Gemm : SumOrder::VecDot;
 }

@@ -79,11 +79,15 @@ float kquant_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_
 float q4_1_dot_ref(const BlockQ4_1* w, const BlockQ8_1* a, int64_t nb);
 float q5_0_dot_ref(const BlockQ5_0* w, const BlockQ8_0* a, int64_t nb);
 float q5_1_dot_ref(const BlockQ5_1* w, const BlockQ8_1* a, int64_t nb);
+// IQ4_NL has three orders: blocks (8k rows, repacked by llama.cpp), and for other row counts
+// tinyBLAS's single set of 8 lanes in dense products (SumOrder::Gemm) or vec_dot's pairs of
+// blocks in expert products (SumOrder::VecDot).
 inline bool iq4_nl_blocks_order(int64_t rows) { return rows % 8 == 0; }
 float iq4_nl_dot_lanes8_ref(const BlockIQ4_NL* w, const BlockQ8_0* a, int64_t nb);
+float iq4_nl_dot_gemm_ref(const BlockIQ4_NL* w, const BlockQ8_0* a, int64_t nb);
 float iq4_nl_dot_blocks_ref(const BlockIQ4_NL* w, const BlockQ8_0* a, int64_t nb);
 // The twin of the order llama.cpp uses for one row of a `rows`-row matrix of type t.
-float legacy_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_t rows);
+float legacy_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_t rows, SumOrder order);
 
 // A call of matmul or matmul_selected: output row i uses activation row (sel ? sel[i] : i).
 struct MatmulCall {

@@ -7,12 +7,15 @@
 // float accumulator += m_w * s_a (fused, as GCC compiles ggml's `summs += m * s`), added after
 // the lanes.
 //
-// IQ4_NL (against Q8_0) has two orders, as Q4_0: matrices whose row count is not a multiple of 8
-// take ggml_vec_dot_iq4_nl_q8_0's (the same lanes, even blocks in one accumulator set and odd
-// blocks in another, the two added lane by lane before hsum_float_8; an odd last block is added
-// as one fused scalar step); matrices of 8k rows are repacked by llama.cpp (block_iq4_nlx8,
-// ggml_gemv / ggml_gemm_iq4_nl_8x8_q8_0): per block the exact int32 sum of its 32 products, one
-// float accumulator += sum * (d_w * d_a), fused, block after block.
+// IQ4_NL (against Q8_0) has three orders. Matrices of 8k rows are repacked by llama.cpp
+// (block_iq4_nlx8, ggml_gemv / ggml_gemm_iq4_nl_8x8_q8_0): per block the exact int32 sum of its 32
+// products, one float accumulator += sum * (d_w * d_a), fused, block after block. Other matrices
+// are not repacked; their dense products of 2 or more tokens go to tinyBLAS_Q0_AVX (llamafile
+// sgemm, which takes any shape): the lanes order of Q5_0 with the table values, one set of 8
+// accumulators (SumOrder::Gemm); expert products (MUL_MAT_ID) and single tokens take
+// ggml_vec_dot_iq4_nl_q8_0's: the same lanes, even blocks in one accumulator set and odd blocks
+// in another, the two added lane by lane before hsum_float_8, an odd last block added as one
+// fused scalar step (SumOrder::VecDot).
 #include <cmath>
 
 #include "kernels/convert.h"
@@ -80,6 +83,19 @@ float iq4_nl_dot_lanes8_ref(const BlockIQ4_NL* w, const BlockQ8_0* a, int64_t nb
   return s;
 }
 
+float iq4_nl_dot_gemm_ref(const BlockIQ4_NL* w, const BlockQ8_0* a, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d);
+    for (int l = 0; l < 8; ++l) {
+      int32_t lane = 0;
+      for (int k = 4 * l; k < 4 * l + 4; ++k) lane += iq4_nl_value(w[b], k) * a[b].qs[k];
+      acc[l] = std::fma(d, static_cast<float>(lane), acc[l]);
+    }
+  }
+  return hsum8_ref(acc);
+}
+
 float iq4_nl_dot_blocks_ref(const BlockIQ4_NL* w, const BlockQ8_0* a, int64_t nb) {
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
@@ -90,13 +106,14 @@ float iq4_nl_dot_blocks_ref(const BlockIQ4_NL* w, const BlockQ8_0* a, int64_t nb
   return acc;
 }
 
-float legacy_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_t rows) {
+float legacy_dot_ref(DType t, const void* w, const void* a, int64_t cols, int64_t rows, SumOrder order) {
   const int64_t nb = cols / kQK;
   switch (t) {
     case DType::IQ4_NL: {
       const auto* wb = static_cast<const BlockIQ4_NL*>(w);
       const auto* ab = static_cast<const BlockQ8_0*>(a);
-      return iq4_nl_blocks_order(rows) ? iq4_nl_dot_blocks_ref(wb, ab, nb) : iq4_nl_dot_lanes8_ref(wb, ab, nb);
+      if (iq4_nl_blocks_order(rows)) return iq4_nl_dot_blocks_ref(wb, ab, nb);
+      return order == SumOrder::Gemm ? iq4_nl_dot_gemm_ref(wb, ab, nb) : iq4_nl_dot_lanes8_ref(wb, ab, nb);
     }
     case DType::Q4_1: return q4_1_dot_ref(static_cast<const BlockQ4_1*>(w), static_cast<const BlockQ8_1*>(a), nb);
     case DType::Q5_0: return q5_0_dot_ref(static_cast<const BlockQ5_0*>(w), static_cast<const BlockQ8_0*>(a), nb);
@@ -110,7 +127,8 @@ void matmul_legacy_ref(const MatmulCall& c) {
   for (int64_t i = 0; i < c.n; ++i) {
     const void* arow = c.acts->row(c.act_index(i));
     for (int64_t o = c.o_begin; o < c.o_end; ++o)
-      c.y[i * c.ldy + o] = legacy_dot_ref(c.w->type, wbase + static_cast<size_t>(o) * c.w->row_stride, arow, c.w->cols, c.w->rows);
+      c.y[i * c.ldy + o] = legacy_dot_ref(c.w->type, wbase + static_cast<size_t>(o) * c.w->row_stride, arow, c.w->cols, c.w->rows,
+                                   c.order);
   }
 }
 

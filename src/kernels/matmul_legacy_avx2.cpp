@@ -83,10 +83,11 @@ CLOVER_INLINE int32_t hsum_i32(__m256i v) {
 }
 
 // IQ4_NL: the nibbles looked up in the level table (signed bytes), multiplied with ggml's sign
-// trick. blocks: llama.cpp's repacked order (8k rows); otherwise vec_dot's lanes order with even
-// and odd blocks in separate accumulators and an odd last block as a scalar step.
-void iq4_nl_row(const uint8_t* wrow, const uint8_t* const* a, int na, int64_t nb, bool blocks, float* const* out,
-                int64_t o) {
+// trick. blocks: llama.cpp's repacked order (8k rows); single: tinyBLAS's lanes order (one set of
+// accumulators, dense products of other matrices); otherwise vec_dot's lanes order with even and
+// odd blocks in separate accumulators and an odd last block as a scalar step.
+void iq4_nl_row(const uint8_t* wrow, const uint8_t* const* a, int na, int64_t nb, bool blocks, bool single,
+                float* const* out, int64_t o) {
   const auto* w = reinterpret_cast<const BlockIQ4_NL*>(wrow);
   const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
   const __m256i ones16 = _mm256_set1_epi16(1);
@@ -97,7 +98,8 @@ void iq4_nl_row(const uint8_t* wrow, const uint8_t* const* a, int na, int64_t nb
     const __m256i q = _mm256_shuffle_epi8(lut, unpack_nibbles(w[b].qs));
     const __m256i qa = _mm256_sign_epi8(q, q);
     const float dw = fp16_to_fp32(w[b].d);
-    const bool scalar_step = blocks || (b % 2 == 0 && b + 1 == nb);
+    const bool scalar_step = blocks || (!single && b % 2 == 0 && b + 1 == nb);
+    const int set = single ? 0 : static_cast<int>(b % 2);
     for (int r = 0; r < na; ++r) {
       const BlockQ8_0& y = reinterpret_cast<const BlockQ8_0*>(a[r])[b];
       const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs));
@@ -105,7 +107,7 @@ void iq4_nl_row(const uint8_t* wrow, const uint8_t* const* a, int na, int64_t nb
       if (blocks) {
         accs[r] = std::fma(static_cast<float>(hsum_i32(lane)), dw * fp16_to_fp32(y.d), accs[r]);
       } else if (!scalar_step) {
-        acc[b % 2][r] = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(y.d) * dw), _mm256_cvtepi32_ps(lane), acc[b % 2][r]);
+        acc[set][r] = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(y.d) * dw), _mm256_cvtepi32_ps(lane), acc[set][r]);
       } else {
         // After the pairs: hsum first, then the leftover block (it is the last one).
         const float s = hsum8(_mm256_add_ps(acc[0][r], acc[1][r]));
@@ -113,8 +115,9 @@ void iq4_nl_row(const uint8_t* wrow, const uint8_t* const* a, int na, int64_t nb
       }
     }
   }
-  const bool leftover = !blocks && nb % 2 == 1;
-  for (int r = 0; r < na; ++r) out[r][o] = blocks || leftover ? accs[r] : hsum8(_mm256_add_ps(acc[0][r], acc[1][r]));
+  const bool leftover = !blocks && !single && nb % 2 == 1;
+  for (int r = 0; r < na; ++r)
+    out[r][o] = blocks || leftover ? accs[r] : single ? hsum8(acc[0][r]) : hsum8(_mm256_add_ps(acc[0][r], acc[1][r]));
 }
 
 }  // namespace
@@ -123,6 +126,7 @@ void matmul_legacy_avx2(const MatmulCall& c) {
   const DType t = c.w->type;
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
   const int64_t nb = c.w->cols / kQK;
+  const bool iq4_blocks = iq4_nl_blocks_order(c.w->rows);
   // Weight rows outer; a long batch in panels of activation rows that stay in L2.
   const int64_t panel = panel_rows(dtype_row_bytes(c.acts->type(), c.w->cols), kNA);
   for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
@@ -137,7 +141,7 @@ void matmul_legacy_avx2(const MatmulCall& c) {
           a[r] = static_cast<const uint8_t*>(c.acts->row(c.act_index(i0 + r)));
           out[r] = c.y + (i0 + r) * c.ldy;
         }
-        if (t == DType::IQ4_NL) iq4_nl_row(wrow, a, na, nb, iq4_nl_blocks_order(c.w->rows), out, o);
+        if (t == DType::IQ4_NL) iq4_nl_row(wrow, a, na, nb, iq4_blocks, c.order == SumOrder::Gemm, out, o);
         else if (t == DType::Q4_1) row<DType::Q4_1>(wrow, a, na, nb, out, o);
         else if (t == DType::Q5_0) row<DType::Q5_0>(wrow, a, na, nb, out, o);
         else row<DType::Q5_1>(wrow, a, na, nb, out, o);

@@ -170,7 +170,8 @@ TEST(GgmlLegacyQuant, VecDotTwinsAndPathsAreBitIdentical) {
         const std::vector<uint8_t> w = quantise_rows(p.t, xw.data(), rows, cols, ggml_quantised ? p.quant : nullptr);
         const size_t rb = dtype_row_bytes(p.t, cols);
         const MatRef m{p.t, w.data(), rows, cols, rb};
-        std::vector<float> want(n_act * rows);
+        std::vector<float> want(n_act * rows), want_sel(n_act * rows);
+        const int64_t split = rng() % (rows + 1);
         for (int64_t r = 0; r < n_act; ++r)
           for (int64_t o = 0; o < rows; ++o) {
             float ggml = 0;
@@ -180,20 +181,22 @@ TEST(GgmlLegacyQuant, VecDotTwinsAndPathsAreBitIdentical) {
             const float lanes = p.t == DType::IQ4_NL
                                     ? detail::iq4_nl_dot_lanes8_ref(reinterpret_cast<const BlockIQ4_NL*>(w.data() + o * rb),
                                                                     static_cast<const BlockQ8_0*>(a.row(r)), cols / 32)
-                                    : detail::legacy_dot_ref(p.t, w.data() + o * rb, a.row(r), cols, rows);
+                                    : detail::legacy_dot_ref(p.t, w.data() + o * rb, a.row(r), cols, rows, SumOrder::VecDot);
             EXPECT_EQ(lanes, ggml) << dtype_name(p.t) << " twin row " << o;
-            want[r * rows + o] = detail::legacy_dot_ref(p.t, w.data() + o * rb, a.row(r), cols, rows);
-            if (p.t != DType::IQ4_NL || rows % 8 != 0) EXPECT_EQ(want[r * rows + o], ggml);
+            // Dense products (Gemm) below `split`, expert products (VecDot) from it.
+            const SumOrder order = o < split ? SumOrder::Gemm : SumOrder::VecDot;
+            want[r * rows + o] = detail::legacy_dot_ref(p.t, w.data() + o * rb, a.row(r), cols, rows, order);
+            want_sel[r * rows + o] = detail::legacy_dot_ref(p.t, w.data() + o * rb, a.row(r), cols, rows, SumOrder::VecDot);
+            if (p.t != DType::IQ4_NL || (rows % 8 != 0 && order == SumOrder::VecDot)) EXPECT_EQ(want[r * rows + o], ggml);
             else EXPECT_NEAR(want[r * rows + o], ggml, 1e-4f * (1.0f + std::fabs(ggml)));
           }
-        const int64_t split = rng() % (rows + 1);
         for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
           if (static_cast<int>(isa) > static_cast<int>(isa_best())) continue;
           isa_force(isa);
           std::vector<float> y(n_act * rows), ys(sel.size() * rows);
           matmul(m, a, y.data(), rows, 0, split);
           matmul(m, a, y.data(), rows, split, rows, SumOrder::VecDot);
-          matmul_selected(m, a, sel.data(), static_cast<int64_t>(sel.size()), ys.data(), rows, 0, rows);
+          matmul_selected(m, a, sel.data(), static_cast<int64_t>(sel.size()), ys.data(), rows, 0, rows, SumOrder::VecDot);
           isa_force(isa_best());
           for (int64_t r = 0; r < n_act; ++r)
             for (int64_t o = 0; o < rows; ++o)
@@ -201,7 +204,7 @@ TEST(GgmlLegacyQuant, VecDotTwinsAndPathsAreBitIdentical) {
                                                              << (ggml_quantised ? " ggml-quantised" : "");
           for (size_t i = 0; i < sel.size(); ++i)
             for (int64_t o = 0; o < rows; ++o)
-              EXPECT_EQ(ys[i * rows + o], want[sel[i] * rows + o]) << dtype_name(p.t) << " " << isa_name(isa) << " selected";
+              EXPECT_EQ(ys[i * rows + o], want_sel[sel[i] * rows + o]) << dtype_name(p.t) << " " << isa_name(isa) << " selected";
         }
       }
     }
@@ -253,6 +256,80 @@ TEST(GgmlLegacyQuant, IQ4NLBlockTwinIsGgmlRepackedGemvAndGemm) {
         const float twin = detail::iq4_nl_dot_blocks_ref(wr, static_cast<const BlockQ8_0*>(a.row(r)), nb);
         EXPECT_EQ(twin, y_gemv[o]) << "gemv act " << r << " row " << o << (ggml_quantised ? " ggml-quantised" : "");
         EXPECT_EQ(twin, y_gemm[r * rows + o]) << "gemm act " << r << " row " << o << (ggml_quantised ? " ggml-quantised" : "");
+      }
+    }
+  }
+}
+
+// IQ4_NL matrices whose row count is not a multiple of 8 (llama.cpp does not repack them) through
+// ggml's own matrix product (ggml_mul_mat, computed by the CPU library's graph code, as llama.cpp
+// runs a dense product): with 2 or more activation rows ggml hands it to tinyBLAS_Q0_AVX, whose
+// bits are the gemm twin's (one set of 8 lanes; the engine's dense order, on every path), with
+// one row to ggml_vec_dot_iq4_nl_q8_0 (the pairs of blocks; the engine's expert order).
+TEST(GgmlLegacyQuant, IQ4NLGemmTwinIsGgmlTinyBlas) {
+  REQUIRE_LGGML();
+  struct InitParams {
+    size_t mem_size;
+    void* mem_buffer;
+    bool no_alloc;
+  };
+  const auto& g = testing::ggml_libs();
+  const auto init = g.sym<void* (*)(InitParams)>(g.base, "ggml_init");
+  const auto free_ctx = g.sym<void (*)(void*)>(g.base, "ggml_free");
+  const auto new_2d = g.sym<void* (*)(void*, int, int64_t, int64_t)>(g.base, "ggml_new_tensor_2d");
+  const auto data = g.sym<void* (*)(const void*)>(g.base, "ggml_get_data");
+  const auto mul_mat = g.sym<void* (*)(void*, void*, void*)>(g.base, "ggml_mul_mat");
+  const auto new_graph = g.sym<void* (*)(void*)>(g.base, "ggml_new_graph");
+  const auto expand = g.sym<void (*)(void*, void*)>(g.base, "ggml_build_forward_expand");
+  const auto compute = g.sym<int (*)(void*, void*, int)>(g.cpu, "ggml_graph_compute_with_ctx");
+  if (!init || !free_ctx || !new_2d || !data || !mul_mat || !new_graph || !expand || !compute)
+    GTEST_SKIP() << "ggml's graph API is not exported";
+  constexpr int kTypeF32 = 0, kTypeIQ4_NL = 20;  // enum ggml_type
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 6; ++trial) {
+    int64_t rows = 1 + rng() % 23;
+    if (rows % 8 == 0) ++rows;
+    const int64_t cols = 32 * (1 + rng() % 13), nb = cols / 32;
+    const int64_t n_act = trial == 0 ? 1 : 2 + rng() % 9;
+    const size_t rb = dtype_row_bytes(DType::IQ4_NL, cols);
+    const std::vector<float> xw = block_values(rows * cols, 300 + trial), xa = block_values(n_act * cols, 400 + trial);
+    for (bool ggml_quantised : {false, true}) {
+      const std::vector<uint8_t> w = quantise_rows(DType::IQ4_NL, xw.data(), rows, cols, ggml_quantised ? lg().types[3].quant : nullptr);
+      void* ctx = init(InitParams{size_t{16} << 20, nullptr, false});
+      void* tw = new_2d(ctx, kTypeIQ4_NL, cols, rows);
+      void* ta = new_2d(ctx, kTypeF32, cols, n_act);
+      std::memcpy(data(tw), w.data(), w.size());
+      std::memcpy(data(ta), xa.data(), xa.size() * sizeof(float));
+      void* ty = mul_mat(ctx, tw, ta);
+      void* graph = new_graph(ctx);
+      expand(graph, ty);
+      ASSERT_EQ(compute(ctx, graph, 1), 0);
+      std::vector<float> want(static_cast<const float*>(data(ty)), static_cast<const float*>(data(ty)) + n_act * rows);
+      free_ctx(ctx);
+      const MatRef m{DType::IQ4_NL, w.data(), rows, cols, rb};
+      ActRows a;
+      a.convert(xa.data(), n_act, cols, cols, DType::Q8_0);
+      EXPECT_EQ(sum_order(DType::IQ4_NL, rows, cols), SumOrder::Gemm);
+      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (static_cast<int>(isa) > static_cast<int>(isa_best())) continue;
+        isa_force(isa);
+        std::vector<float> y(n_act * rows), yv(n_act * rows);
+        const int64_t split = rng() % (rows + 1);
+        matmul(m, a, y.data(), rows, 0, split, SumOrder::Gemm);
+        matmul(m, a, y.data(), rows, split, rows, SumOrder::Gemm);
+        matmul(m, a, yv.data(), rows, 0, rows, SumOrder::VecDot);
+        isa_force(isa_best());
+        for (int64_t r = 0; r < n_act; ++r)
+          for (int64_t o = 0; o < rows; ++o) {
+            const auto* wr = reinterpret_cast<const BlockIQ4_NL*>(w.data() + o * rb);
+            const auto* ar = static_cast<const BlockQ8_0*>(a.row(r));
+            const float gemm = detail::iq4_nl_dot_gemm_ref(wr, ar, nb), pairs = detail::iq4_nl_dot_lanes8_ref(wr, ar, nb);
+            EXPECT_EQ(y[r * rows + o], gemm) << isa_name(isa) << " act " << r << " row " << o;
+            EXPECT_EQ(yv[r * rows + o], pairs) << isa_name(isa) << " act " << r << " row " << o;
+            EXPECT_EQ(n_act >= 2 ? gemm : pairs, want[r * rows + o])
+                << (n_act >= 2 ? "tinyBLAS" : "vec_dot") << ", act " << r << " row " << o << " of " << rows << " x " << cols
+                << (ggml_quantised ? " ggml-quantised" : "");
+          }
       }
     }
   }
