@@ -17,12 +17,10 @@ std::unique_ptr<Executor> make_cpu(const model::Model& model, const ExecutorOpti
   cpu::CpuExecutor::Options o;
   o.n_threads = opts.n_threads;
   o.max_batch = opts.max_batch;
-  o.prefault = opts.prefault;
   return std::make_unique<cpu::CpuExecutor>(model, o);
 }
 
 std::unique_ptr<Executor> make_vulkan(const model::Model& model, const ExecutorOptions& opts, const std::string& device) {
-  if (opts.prefault) std::fprintf(stderr, "note: --prefault touches host pages; the Vulkan backend uploads the weights instead\n");
   vulkan::VulkanExecutor::Options o;
   o.device = device;
   o.max_batch = opts.max_batch;

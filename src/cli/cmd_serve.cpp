@@ -7,6 +7,7 @@
 
 #include "cli/cache_options.h"
 #include "cli/device_options.h"
+#include "cli/load_options.h"
 #include "cli/commands.h"
 #include "cli/env_args.h"
 #include "cli/ranges.h"
@@ -55,6 +56,7 @@ Runner add_serve_command(CLI::App& app) {
     int n_cpu_moe = 0;
     std::string cache_type_k = "f16", cache_type_v = "f16";
     DeviceArgs dev;
+    LoadArgs load;
   };
   auto a = std::make_shared<Args>();
   server::ServerOptions& o = a->opt;
@@ -67,6 +69,7 @@ Runner add_serve_command(CLI::App& app) {
       ->check(in_range(0, kMaxContext));
   add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
   add_device_options(c, a->dev);
+  add_load_options(c, a->load);
   c->add_option("--parallel", o.n_slots, "slots: sessions kept with their own cache")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -147,6 +150,9 @@ Runner add_serve_command(CLI::App& app) {
     apply_device_options(a->dev, device);
     opt.device = device.device;
     opt.n_gpu_layers = device.n_gpu_layers;
+    opt.mmap = !a->load.no_mmap;
+    opt.mlock = a->load.mlock;
+    opt.prefault = prefault_from_name(a->load.prefault);
     if (!a->kwargs.empty()) {
       opt.chat_template_kwargs = nlohmann::ordered_json::parse(a->kwargs, nullptr, false);
       if (!opt.chat_template_kwargs.is_object()) throw Error("--chat-template-kwargs must be a JSON object");

@@ -20,6 +20,8 @@ struct ServerOptions {
   int n_threads = 0;
   std::string device = "auto";    // --device (EngineOptions::device)
   int n_gpu_layers = -1;          // -ngl
+  bool mmap = true, mlock = false;  // --no-mmap, --mlock (EngineOptions)
+  Prefault prefault = Prefault::Background;  // --prefault: /health and /metrics report its progress
   CacheType cache_type_k = CacheType::F16, cache_type_v = CacheType::F16;  // -ctk / -ctv
   std::vector<std::string> api_keys;  // any of them is accepted; empty: no authentication
   DecodeMode mode = DecodeMode::AR;
