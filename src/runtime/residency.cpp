@@ -30,6 +30,9 @@ void fault_in(const uint8_t* p, uint64_t n) {
   auto [b, len] = page_span(p, n);
 #ifdef MADV_POPULATE_READ
   if (madvise(b, len, MADV_POPULATE_READ) == 0) return;
+  // Any refusal but "not supported" (EFAULT: the file was truncated under the mapping) is left to
+  // the engine's check before each pass: reading those pages here would raise SIGBUS.
+  if (errno != EINVAL) return;
 #endif
   madvise(b, len, MADV_WILLNEED);
   volatile uint8_t sink = 0;
