@@ -23,12 +23,14 @@ ProgressFn stderr_progress(std::string prefix, int every_percent) {
   const int every = std::max(1, every_percent);
   return [st, prefix = std::move(prefix), every](std::string_view label, uint64_t done, uint64_t total) {
     const auto now = std::chrono::steady_clock::now();
-    const int percent = total == 0 || done >= total ? 100 : static_cast<int>(done * 100 / total) / every * every;
+    // A small file gets its last line only.
+    const bool steps = total >= (uint64_t{1} << 30);
+    const int percent = total == 0 || done >= total ? 100 : steps ? static_cast<int>(done * 100 / total) / every * every : 0;
     std::lock_guard lk(st->mu);
     auto it = st->labels.find(label);
     if (it == st->labels.end()) it = st->labels.emplace(std::string(label), Shown{now, -1}).first;
     Shown& s = it->second;
-    if (percent <= s.percent) return;
+    if (percent <= s.percent || percent == 0) return;
     s.percent = percent;
     const double secs = std::chrono::duration<double>(now - s.t0).count();
     constexpr double kGiB = 1073741824.0;
