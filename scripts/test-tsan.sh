@@ -2,7 +2,8 @@
 # ThreadSanitizer run of the code that runs on several threads at once: continuous batching of
 # sessions driven from several threads (engine/batching tests, per-pass statistics), and the
 # server's slots, queue and cancellation (the scheduler's end-to-end tests against a TSan build
-# of `clover serve`), and the background pre-fault of the weights. Any report fails the run (halt_on_error). scripts/test.sh calls it; alone:
+# of `clover serve`), and the background pre-fault of the weights. Any report fails the run
+# (halt_on_error). scripts/test.sh calls it; alone:
 #   scripts/test-tsan.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
