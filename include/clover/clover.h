@@ -56,13 +56,40 @@ std::string_view cache_type_name(CacheType t);
 // One line for load messages: "context 131072 tokens, KV cache f16/f16 2.50 GiB, recurrent state 30.1 MiB".
 std::string context_summary(const ModelInfo& info);
 
+// Progress of long operations: done out of total, with a short label.
+using ProgressFn = std::function<void(std::string_view label, uint64_t done, uint64_t total)>;
+
+// Progress as lines on stderr, each label every `every_percent` (for 1 GiB or more) and at the end
+// with the time taken and the rate: "prefault: 50% (1.16 of 2.31 GiB, 0.8 s)", "prefault: 100%
+// (2.31 GiB in 1.6 s, 1.44 GiB/s)". Safe to call from several threads.
+ProgressFn stderr_progress(std::string prefix = "", int every_percent = 25);
+
+// Bringing a mapped file's weights into memory ahead of use (EngineOptions::prefault). Without
+// it a fresh process's first tokens wait for a page fault, or a disk read, on every newly routed
+// expert.
+enum class Prefault {
+  Off,         // pages come in as the forward pass first touches them
+  Background,  // after the model is ready, a low-priority thread faults them in, in order of use
+  Wait,        // the same walk, before Engine::load returns
+};
+
 struct EngineOptions {
   int n_threads = 0;   // 0: all cores
   int n_ctx = 0;       // tokens per session; 0: the model's trained context, capped at 131072
   int max_batch = 256; // tokens per internal forward pass (prefill chunk)
   CacheType cache_type_k = CacheType::F16;  // as llama.cpp's default
   CacheType cache_type_v = CacheType::F16;
-  bool prefault = false;
+  // How the weights come into memory (docs/loading.md). mmap false (--no-mmap): the file is read
+  // into anonymous memory (huge pages where the kernel has them) and its page cache released
+  // behind the read. mlock (--mlock): the weights are locked in memory at load; a refusal
+  // (RLIMIT_MEMLOCK) is a warning in ModelInfo::warnings. The pre-fault runs only where it has
+  // something to do: the CPU computing from a mapped file that is not locked.
+  bool mmap = true;
+  bool mlock = false;
+  Prefault prefault = Prefault::Background;
+  // Progress of "read" (mmap false) and "lock" (mlock) on the loading thread, and of "prefault" on
+  // the pre-fault's own thread (keep it short: it must not block).
+  ProgressFn on_progress;
   std::string routing_trace;  // debugging: write every MoE routing decision to this file
   int state_snapshots = 4;    // recurrent-state snapshots kept per session for prefix reuse
   // Where the model runs (--device): "auto" (the first GPU if there is one, else the CPU), "cpu",
@@ -78,9 +105,6 @@ struct EngineOptions {
   std::string vram_budget;
   int n_seq = 1;
 };
-
-// Progress of long operations: done out of total, with a short label.
-using ProgressFn = std::function<void(std::string_view label, uint64_t done, uint64_t total)>;
 
 struct SamplingOptions {
   float temperature = 0.0f;  // 0: greedy
@@ -184,6 +208,15 @@ using EventFn = std::function<bool(const Event&)>;
 
 class Engine;
 
+// Where the pre-fault of the weights stands (EngineOptions::prefault, Engine::prefault_status).
+struct PrefaultStatus {
+  enum class State { Off, Running, Done, Stopped };
+  State state = State::Off;  // Off: not run (turned off, or nothing to do: see EngineOptions)
+  uint64_t done_bytes = 0, total_bytes = 0;
+  double seconds = 0;        // since it started; once it has ended, how long it took
+};
+std::string_view prefault_state_name(PrefaultStatus::State s);  // "off", "running", "done", "stopped"
+
 // Continuous batching counters (Engine::batching_stats).
 struct BatchingStats {
   uint64_t passes = 0;     // forward passes run for generations
@@ -242,6 +275,7 @@ class Engine {
   virtual int n_threads() const = 0;
   virtual std::unique_ptr<Session> new_session() = 0;
   virtual BatchingStats batching_stats() const = 0;
+  virtual PrefaultStatus prefault_status() const = 0;
 
   virtual std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const = 0;
   virtual std::string detokenize(std::span<const int32_t> tokens) const = 0;

@@ -129,6 +129,10 @@ class Executor {
   virtual ~Executor() = default;
   virtual std::string_view name() const = 0;  // "cpu", "vulkan:0 (NVIDIA H200)", ...
   virtual const model::Model& model() const = 0;
+  // Whether the passes read the weights from the model file's bytes in host memory (the CPU), so
+  // that bringing them into memory ahead of use pays (EngineOptions::prefault); a GPU backend
+  // reads its uploaded copy.
+  virtual bool reads_host_weights() const { return false; }
   // The most tokens one stacked pass holds (a lone causal pass may be longer: it is chunked).
   virtual int max_batch() const = 0;
   virtual int n_threads() const = 0;  // CPU threads the backend computes with
@@ -179,7 +183,6 @@ struct ExecutorOptions {
   int n_gpu_layers = -1;       // -ngl: -1 or >= n_layer: every layer on the device; 0: the CPU
   int n_threads = 0;           // 0: all cores
   int max_batch = 256;
-  bool prefault = false;       // CPU: touch every weight page while preparing the weights
   // Expert placement on a GPU backend (backend/placement.h; llama.cpp's flags). The CPU backend
   // has every weight in RAM already: it notes that they do nothing there.
   bool cpu_moe = false;                   // --cpu-moe
@@ -193,7 +196,8 @@ struct ExecutorOptions {
 };
 
 // Picks and builds the backend (backend/select.cpp); the backend prepares the weights for itself
-// (the CPU: touches the pages when asked; a GPU backend: uploads them) before returning.
+// (a GPU backend: uploads them; the CPU computes from the file's bytes as they are, which the
+// engine brings into memory: EngineOptions::prefault) before returning.
 std::unique_ptr<Executor> make_executor(const model::Model& model, const ExecutorOptions& opts);
 
 }  // namespace clover::backend

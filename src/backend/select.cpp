@@ -25,12 +25,10 @@ std::unique_ptr<Executor> make_cpu(const model::Model& model, const ExecutorOpti
   cpu::CpuExecutor::Options o;
   o.n_threads = opts.n_threads;
   o.max_batch = opts.max_batch;
-  o.prefault = opts.prefault;
   return std::make_unique<cpu::CpuExecutor>(model, o);
 }
 
 std::unique_ptr<Executor> make_vulkan(const model::Model& model, const ExecutorOptions& opts, const std::string& device) {
-  if (opts.prefault) std::fprintf(stderr, "note: --prefault touches host pages; the Vulkan backend uploads the weights instead\n");
   // Which experts stay in RAM: the planner, from the flags and the budget (refuses what cannot fit).
   PlacementRequest req;
   req.budget = opts.vram_budget;

@@ -18,6 +18,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,6 +31,7 @@
 
 #include "cli/commands.h"
 #include "cli/device_options.h"
+#include "cli/load_options.h"
 #include "clover/clover.h"
 #include "runtime/memory_stats.h"
 
@@ -44,7 +48,9 @@ struct BenchArgs {
   std::vector<std::string> models, pp{"512"}, tg{"128"}, threads, modes{"ar"};
   int reps = 5;
   bool json = false, no_warmup = false, quiet = false;
+  bool drop_cache = false, wait_prefault = false;
   DeviceArgs dev;
+  LoadArgs load;
 };
 
 // "512" -> 512; a clear error for anything that is not an integer >= min.
@@ -84,6 +90,16 @@ Summary summarize(std::vector<double> v) {
   return s;
 }
 
+// --drop-cache: evicts the file from the page cache (no root needed; pages another process has
+// mapped stay), so that the load and the first tokens read it from the disk as after a reboot.
+void drop_page_cache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("--drop-cache: cannot open {}", path));
+  fdatasync(fd);
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
 std::string human_bytes(uint64_t b) {
   return b >= (1ull << 30) ? fmt::format("{:.2f} GiB", b / 1073741824.0) : fmt::format("{:.1f} MiB", b / 1048576.0);
 }
@@ -100,11 +116,25 @@ class ModelBench {
       : args_(a), report_(std::move(report)), threads_(threads) {
     EngineOptions eo;
     apply_device_options(a.dev, eo);
+    apply_load_options(a.load, eo);
+    if (a.quiet) eo.on_progress = nullptr;
     eo.n_threads = threads;
     eo.n_ctx = n_ctx;
+    if (a.drop_cache) drop_page_cache(path);
+    const auto t_load = Clock::now();
     engine_ = Engine::load(path, eo);
+    const double load_seconds = seconds_since(t_load);
+    for (const auto& w : engine_->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     session_ = engine_->new_session();
     const ModelInfo& mi = engine_->info();
+    double prefault_wait = 0;
+    if (a.wait_prefault) {
+      const auto t0 = Clock::now();
+      while (engine_->prefault_status().state == PrefaultStatus::State::Running)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      prefault_wait = seconds_since(t0);
+    }
+    const PrefaultStatus pf = engine_->prefault_status();
     base_ = {{"model", std::filesystem::path(path).stem().string()},
              {"model_path", path},
              {"architecture", mi.architecture},
@@ -116,7 +146,14 @@ class ModelBench {
              {"threads", engine_->n_threads()},
              {"device", mi.device},
              {"placement", mi.placement},
-             {"device_memory_bytes", mi.device_memory_bytes}};
+             {"device_memory_bytes", mi.device_memory_bytes},
+             {"mmap", eo.mmap},
+             {"mlock", eo.mlock},
+             {"load_seconds", load_seconds},
+             {"page_cache_dropped", a.drop_cache},
+             {"prefault", std::string(prefault_state_name(pf.state))},
+             {"prefault_seconds", pf.seconds},
+             {"prefault_wait_seconds", prefault_wait}};
   }
 
   void prompt_processing(int P) {
@@ -317,6 +354,10 @@ Runner add_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"ar", "diffusion", "spec"}));
   c->add_option("-t,--threads", a->threads, "thread counts, e.g. 1,2 (default: all cores)")->delimiter(',');
   add_device_options(c, a->dev);
+  add_load_options(c, a->load);
+  c->add_flag("--drop-cache", a->drop_cache,
+              "evict the model file from the page cache before each load (posix_fadvise DONTNEED; a cold start)");
+  c->add_flag("--wait-prefault", a->wait_prefault, "wait for the background pre-fault to end before the first test");
   c->add_option("-r,--repetitions", a->reps, "timed repetitions per test")->check(CLI::Range(1, 1000));
   c->add_flag("--no-warmup", a->no_warmup, "skip the untimed warm-up run of each test");
   c->add_flag("--json", a->json, "print one JSON array of results instead of the markdown table");

@@ -7,6 +7,7 @@
 
 #include "cli/cache_options.h"
 #include "cli/device_options.h"
+#include "cli/load_options.h"
 #include "cli/commands.h"
 #include "cli/ranges.h"
 #include "cli/output_path.h"
@@ -26,6 +27,7 @@ Runner add_logits_command(CLI::App& app) {
     bool no_reverse = false;
     std::string cache_type_k = "f32", cache_type_v = "f32";  // exact by default: this is the comparison tool
     DeviceArgs dev;
+    LoadArgs load;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("logits", "write raw float32 logits for a list of token ids");
@@ -39,6 +41,7 @@ Runner add_logits_command(CLI::App& app) {
   c->add_option("-c,--ctx-size", a->n_ctx, "context size (0: the number of tokens)")->check(in_range(0, kMaxContext));
   add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
   add_device_options(c, a->dev);
+  add_load_options(c, a->load);
   c->add_option("-b,--batch", a->batch, "tokens per forward pass");
   c->add_option("--chunk", a->chunk, "feed the tokens in calls of this many tokens (0: one call), to test state carry-over");
   c->add_option("--trace-routing", a->routing_trace, "write every MoE routing decision (layer position experts margin) to FILE");
@@ -49,6 +52,7 @@ Runner add_logits_command(CLI::App& app) {
     const std::vector<int32_t> block = a->denoise_block.empty() ? std::vector<int32_t>{} : read_token_file(a->denoise_block);
     EngineOptions eo;
     apply_device_options(a->dev, eo);
+    apply_load_options(a->load, eo);
     eo.n_threads = a->threads;
     eo.n_ctx = a->n_ctx > 0 ? a->n_ctx : static_cast<int>(ids.size() + block.size());
     eo.max_batch = a->batch;
@@ -56,6 +60,7 @@ Runner add_logits_command(CLI::App& app) {
     eo.cache_type_v = cache_type_from_name(a->cache_type_v);
     eo.routing_trace = a->routing_trace;
     auto engine = Engine::load(a->model, eo);
+    for (const auto& w : engine->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     auto session = engine->new_session();
     std::vector<float> out;
     const size_t step = a->chunk > 0 ? static_cast<size_t>(a->chunk) : ids.size();

@@ -12,6 +12,7 @@
 #include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "cli/env_args.h"
+#include "cli/load_options.h"
 #include "cli/ranges.h"
 #include "cli/sampling_flags.h"
 #include "cli/model_template.h"
@@ -40,6 +41,7 @@ struct RunArgs {
   bool chat = false, no_think = false;
   std::string cache_type_k = "f16", cache_type_v = "f16";
   DeviceArgs dev;
+  LoadArgs load;
 };
 
 }  // namespace
@@ -58,6 +60,7 @@ Runner add_run_command(CLI::App& app) {
   c->add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (0: the model's, at most 131072)")->check(in_range(0, kMaxContext));
   add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
   add_device_options(c, a->dev);
+  add_load_options(c, a->load);
   c->add_option("-t,--threads", a->threads, "threads (0: all cores)")->check(in_range(0, kMaxThreads));
   add_sampling_options(c, a->sampling, a->seed);
   c->add_flag("--special", a->special,
@@ -76,6 +79,7 @@ Runner add_run_command(CLI::App& app) {
   return [a] {
     EngineOptions eo;
     apply_device_options(a->dev, eo);
+    apply_load_options(a->load, eo);
     eo.n_threads = a->threads;
     eo.n_ctx = a->n_ctx;
     eo.cache_type_k = cache_type_from_name(a->cache_type_k);

@@ -7,6 +7,7 @@
 
 #include "cli/cache_options.h"
 #include "cli/device_options.h"
+#include "cli/load_options.h"
 #include "cli/commands.h"
 #include "cli/env_args.h"
 #include "cli/ranges.h"
@@ -52,6 +53,7 @@ Runner add_serve_command(CLI::App& app) {
     bool jinja = true;
     std::string cache_type_k = "f16", cache_type_v = "f16";
     DeviceArgs dev;
+    LoadArgs load;
   };
   auto a = std::make_shared<Args>();
   server::ServerOptions& o = a->opt;
@@ -64,6 +66,7 @@ Runner add_serve_command(CLI::App& app) {
       ->check(in_range(0, kMaxContext));
   add_cache_type_options(c, a->cache_type_k, a->cache_type_v);
   add_device_options(c, a->dev);
+  add_load_options(c, a->load);
   c->add_option("--parallel", o.n_slots, "slots: sessions kept with their own cache")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -135,6 +138,9 @@ Runner add_serve_command(CLI::App& app) {
     opt.n_cpu_moe = device.n_cpu_moe;
     opt.override_tensor = device.override_tensor;
     opt.vram_budget = device.vram_budget;
+    opt.mmap = !a->load.no_mmap;
+    opt.mlock = a->load.mlock;
+    opt.prefault = prefault_from_name(a->load.prefault);
     if (!a->kwargs.empty()) {
       opt.chat_template_kwargs = nlohmann::ordered_json::parse(a->kwargs, nullptr, false);
       if (!opt.chat_template_kwargs.is_object()) throw Error("--chat-template-kwargs must be a JSON object");

@@ -14,6 +14,7 @@
 #include "decode/decoders.h"
 #include "engine/pass_batcher.h"
 #include "engine/stop_strings.h"
+#include "engine/weight_residency.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
@@ -138,9 +139,11 @@ class EngineImpl final : public Engine {
     info_.threshold = hp.threshold;
     info_.mask_token = hp.mask_token;
     info_.warnings = model_->warnings();
+    residency_ = std::make_unique<engine::WeightResidency>(*model_, opts, executor_->reads_host_weights(), info_.warnings);
   }
 
   ~EngineImpl() override {
+    residency_.reset();  // stops the pre-fault's thread while the weights are still there
     if (trace_) std::fclose(trace_);
   }
 
@@ -148,6 +151,7 @@ class EngineImpl final : public Engine {
   int n_threads() const override { return executor_->n_threads(); }
   std::unique_ptr<Session> new_session() override { return std::make_unique<SessionImpl>(*this); }
   BatchingStats batching_stats() const override { return batcher_.stats(); }
+  PrefaultStatus prefault_status() const override { return residency_->status(); }
 
   std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const override {
     return model_->tokenizer().encode(text, parse_special);
@@ -178,6 +182,7 @@ class EngineImpl final : public Engine {
   backend::KvTypes kv_types_;
   ModelInfo info_;
   std::FILE* trace_ = nullptr;
+  std::unique_ptr<engine::WeightResidency> residency_;  // last: destroyed before the model
 };
 
 SessionImpl::SessionImpl(EngineImpl& eng)
@@ -500,11 +505,13 @@ void SessionImpl::take_snapshot() {
 
 std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOptions& opts) {
   try {
-    auto m = model::Model::load(path);
+    gguf::OpenOptions fo;
+    fo.mmap = opts.mmap;
+    if (opts.on_progress) fo.on_read = [&opts](uint64_t done, uint64_t total) { opts.on_progress("read", done, total); };
+    auto m = model::Model::load(path, fo);
     backend::ExecutorOptions eo;
     eo.n_threads = opts.n_threads;
     eo.max_batch = opts.max_batch;
-    eo.prefault = opts.prefault;
     eo.device = opts.device;
     eo.n_gpu_layers = opts.n_gpu_layers;
     eo.cpu_moe = opts.cpu_moe;
@@ -536,6 +543,16 @@ CacheType cache_type_from_name(std::string_view name) {
       return t;
   }
   throw Error(fmt::format("unknown KV cache type \"{}\" (use f32, f16 or q8_0)", name));
+}
+
+std::string_view prefault_state_name(PrefaultStatus::State s) {
+  switch (s) {
+    case PrefaultStatus::State::Off: return "off";
+    case PrefaultStatus::State::Running: return "running";
+    case PrefaultStatus::State::Done: return "done";
+    case PrefaultStatus::State::Stopped: return "stopped";
+  }
+  return "off";
 }
 
 std::string context_summary(const ModelInfo& info) {

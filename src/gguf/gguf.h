@@ -6,6 +6,7 @@
 // the file and the key or tensor at fault.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -60,10 +61,22 @@ struct TensorInfo {
   int64_t n_elements() const;
 };
 
+// How a Reader holds the file's bytes.
+struct OpenOptions {
+  // true: a read-only shared mapping of the file (pages come in as they are used). false
+  // (--no-mmap): the file is validated on a mapping, then read into anonymous memory (transparent
+  // huge pages where the kernel allows them), the page cache released behind the read
+  // (POSIX_FADV_DONTNEED) so the file is not held twice; the file may then change on disk.
+  bool mmap = true;
+  // Called as the file is read (mmap = false): bytes done of the file's size.
+  std::function<void(uint64_t done, uint64_t total)> on_read;
+};
+
 class Reader {
  public:
   // Maps and validates the file; throws GgufError.
   static std::unique_ptr<Reader> open(const std::string& path);
+  static std::unique_ptr<Reader> open(const std::string& path, const OpenOptions& opts);
   ~Reader();
   Reader(const Reader&) = delete;  // owns the mapping: held by pointer only
   Reader& operator=(const Reader&) = delete;
@@ -75,8 +88,10 @@ class Reader {
   uint64_t file_size() const { return size_; }
   // The file's size now (fstat of the mapped descriptor; file_size() if fstat fails). Below
   // file_size() when the file was truncated after it was mapped: reading a page past the new end
-  // raises SIGBUS.
+  // raises SIGBUS. With OpenOptions::mmap false, always file_size(): the bytes are in memory.
   uint64_t size_on_disk() const;
+  // Whether the bytes are the file's mapping (OpenOptions::mmap), not a copy in anonymous memory.
+  bool mapped() const { return mapped_; }
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
@@ -112,6 +127,10 @@ class Reader {
   uint64_t size_ = 0;
   const uint8_t* base_ = nullptr;
   int fd_ = -1;
+  bool mapped_ = true;
+  void* region_ = nullptr;  // what to munmap: the file's mapping, or the anonymous copy (aligned inside)
+  uint64_t region_size_ = 0;
+  void read_into_memory(const OpenOptions& opts);
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;

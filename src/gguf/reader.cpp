@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <unordered_set>
 
 #include "gguf/format.h"
@@ -278,7 +279,9 @@ class ReaderParser {
   std::unordered_set<std::string> keys_;
 };
 
-std::unique_ptr<Reader> Reader::open(const std::string& path) {
+std::unique_ptr<Reader> Reader::open(const std::string& path) { return open(path, OpenOptions{}); }
+
+std::unique_ptr<Reader> Reader::open(const std::string& path, const OpenOptions& opts) {
   std::unique_ptr<Reader> r(new Reader());
   r->path_ = path;
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it is
@@ -295,17 +298,63 @@ std::unique_ptr<Reader> Reader::open(const std::string& path) {
   void* p = mmap(nullptr, r->size_, PROT_READ, MAP_SHARED, r->fd_, 0);
   if (p == MAP_FAILED) throw GgufError(path + ": mmap failed: " + std::strerror(errno));
   r->base_ = static_cast<const uint8_t*>(p);
+  r->region_ = p;
+  r->region_size_ = r->size_;
   madvise(p, std::min(r->size_, kHeaderPrefetch), MADV_WILLNEED);
   ReaderParser(*r).parse();
+  if (!opts.mmap) r->read_into_memory(opts);
   return r;
 }
 
+// --no-mmap: the validated file read into anonymous memory, in steps, each step's page cache
+// dropped once it is copied (the file would otherwise be held twice). The tensors' pointers move
+// to the copy; the mapping and the descriptor are released.
+void Reader::read_into_memory(const OpenOptions& opts) {
+  constexpr uint64_t kHuge = uint64_t{2} << 20, kStep = uint64_t{64} << 20;
+  const uint64_t want = size_ + kHuge;  // room to start the copy on a huge-page boundary
+  void* mem = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) throw GgufError(path_ + ": cannot allocate " + std::to_string(size_ >> 20) + " MiB to read the file into (--no-mmap): " + std::strerror(errno));
+  uint8_t* copy = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem) + kHuge - 1) / kHuge * kHuge);
+#ifdef MADV_HUGEPAGE
+  madvise(copy, size_, MADV_HUGEPAGE);
+#endif
+  posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  uint64_t done = 0;
+  while (done < size_) {
+    const uint64_t n = std::min(kStep, size_ - done);
+    uint64_t got = 0;
+    while (got < n) {
+      const ssize_t k = pread(fd_, copy + done + got, n - got, static_cast<off_t>(done + got));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) {
+        const std::string why = k < 0 ? std::strerror(errno) : "the file ended early (truncated while it was read?)";
+        munmap(mem, want);
+        throw GgufError(path_ + ": reading the file into memory failed at byte " + std::to_string(done + got) + ": " + why);
+      }
+      got += static_cast<uint64_t>(k);
+    }
+    posix_fadvise(fd_, static_cast<off_t>(done), static_cast<off_t>(n), POSIX_FADV_DONTNEED);
+    done += n;
+    if (opts.on_read) opts.on_read(done, size_);
+  }
+  mprotect(mem, want, PROT_READ);  // the weights are read-only, as when mapped
+  for (TensorInfo& t : tensors_) t.data = copy + (t.data - base_);
+  munmap(region_, region_size_);
+  ::close(fd_);
+  fd_ = -1;
+  base_ = copy;
+  region_ = mem;
+  region_size_ = want;
+  mapped_ = false;
+}
+
 Reader::~Reader() {
-  if (base_) munmap(const_cast<uint8_t*>(base_), size_);
+  if (region_) munmap(region_, region_size_);
   if (fd_ >= 0) ::close(fd_);
 }
 
 uint64_t Reader::size_on_disk() const {
+  if (!mapped_) return size_;
   struct stat st {};
   if (fstat(fd_, &st) != 0) return size_;
   return static_cast<uint64_t>(st.st_size);

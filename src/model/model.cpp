@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "gguf/gguf.h"
 #include "model/weight_checks.h"
 
@@ -34,9 +37,9 @@ text::VocabData read_vocab(const gguf::Reader& r) {
   return v;
 }
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, const gguf::OpenOptions& opts) {
   std::unique_ptr<Model> m(new Model());
-  m->file_ = gguf::Reader::open(path);
+  m->file_ = gguf::Reader::open(path, opts);
   const gguf::Reader& r = *m->file_;
   m->hp_ = read_hparams(r, m->warnings_);
   m->tok_ = std::make_unique<text::Tokenizer>(text::Tokenizer::build(read_vocab(r)));
@@ -75,6 +78,33 @@ size_t Model::weight_bytes() const {
   size_t n = 0;
   for (const auto& t : file_->tensors()) n += t.size;
   return n;
+}
+
+std::vector<std::span<const uint8_t>> Model::weights_in_use_order() const {
+  // Rank of a tensor: (pass, layer); ties keep file order.
+  struct Ranked {
+    int pass, layer;
+    const gguf::TensorInfo* t;
+  };
+  std::vector<Ranked> ranked;
+  for (const gguf::TensorInfo& t : file_->tensors()) {
+    int layer = -1;
+    if (t.name.rfind("blk.", 0) == 0) {
+      layer = std::atoi(t.name.c_str() + 4);
+      if (layer >= hp_.n_layer) continue;  // MTP layers
+    }
+    int pass = 0;
+    if (t.name == "token_embd.weight") pass = w_.tied_output ? 0 : 2, layer = hp_.n_layer;
+    else if (layer < 0) layer = hp_.n_layer;  // output norm, LM head
+    else if (t.name.find("_exps.") != std::string::npos) pass = 1;
+    ranked.push_back({pass, layer, &t});
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const Ranked& a, const Ranked& b) { return a.pass != b.pass ? a.pass < b.pass : a.layer < b.layer; });
+  std::vector<std::span<const uint8_t>> out;
+  out.reserve(ranked.size());
+  for (const Ranked& r : ranked) out.emplace_back(r.t->data, r.t->size);
+  return out;
 }
 
 }  // namespace clover::model

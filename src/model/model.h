@@ -3,24 +3,23 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "gguf/gguf.h"
 #include "model/hparams.h"
 #include "model/weights.h"
 #include "text/tokenizer.h"
-
-namespace clover::gguf {
-class Reader;
-}
 
 namespace clover::model {
 
 class Model {
  public:
   // Throws ModelError / gguf::GgufError / text::TokenizerError naming what is wrong. The weights
-  // stay in the mapped file; a backend prepares them for itself (backend::make_executor).
-  static std::unique_ptr<Model> load(const std::string& path);
+  // stay in the mapped file (or, with opts.mmap false, in the anonymous copy the reader made); a
+  // backend prepares them for itself (backend::make_executor).
+  static std::unique_ptr<Model> load(const std::string& path, const gguf::OpenOptions& opts = {});
   ~Model();
 
   const HParams& hp() const { return hp_; }
@@ -30,6 +29,13 @@ class Model {
   const std::vector<std::string>& warnings() const { return warnings_; }
   const gguf::Reader& file() const { return *file_; }
   size_t weight_bytes() const;
+  // The bytes of the tensors the forward pass reads, in the order a decode step first needs them,
+  // for bringing them into memory ahead of use (runtime/residency.h): first what every step reads
+  // whole (each layer's norms, mixer, router and shared expert, in layer order; the output norm and
+  // the LM head), then the routed experts layer by layer (a step reads 8 of 256 per layer), then
+  // the embedding table (one row per token; with the LM head when the two are tied). Unused
+  // tensors (MTP layers) are left out.
+  std::vector<std::span<const uint8_t>> weights_in_use_order() const;
   // Throws ModelError when the mapped file has shrunk since load (truncated on disk): its weights
   // past the new end can no longer be read, and touching them would kill the process with SIGBUS.
   // The engine calls this before every pass it starts for a caller (one fstat).

@@ -88,6 +88,24 @@ Handler wrap(ServerState& st, std::string endpoint, RouteFlags flags, Handler h)
   };
 }
 
+// The pre-fault of the weights (EngineOptions::prefault): /health's "prefault" object.
+json prefault_json(const PrefaultStatus& p) {
+  return {{"state", prefault_state_name(p.state)}, {"done_bytes", p.done_bytes}, {"total_bytes", p.total_bytes}, {"seconds", p.seconds}};
+}
+
+// The same as Prometheus gauges, after the server's own metrics.
+std::string prefault_metrics(const PrefaultStatus& p) {
+  std::string o;
+  auto gauge = [&o](const char* name, const char* help, const std::string& value) {
+    o += std::string("# HELP clover_") + name + ' ' + help + "\n# TYPE clover_" + name + " gauge\nclover_" + name + ' ' + value + '\n';
+  };
+  gauge("prefault_bytes", "Weight bytes the pre-fault has brought into memory so far.", std::to_string(p.done_bytes));
+  gauge("prefault_bytes_total", "Weight bytes the pre-fault walks (0: off).", std::to_string(p.state == PrefaultStatus::State::Off ? 0 : p.total_bytes));
+  gauge("prefault_seconds", "Seconds the pre-fault has run, or took once done.", std::to_string(p.seconds));
+  gauge("prefault_done", "1 once the pre-fault has walked every weight.", p.state == PrefaultStatus::State::Done ? "1" : "0");
+  return o;
+}
+
 json model_entry(const ServerState& st) {
   json meta = json::object();
   if (st.ready.load()) {
@@ -107,7 +125,7 @@ void register_routes(httplib::Server& http, ServerState& st) {
 
   auto health = wrap(st, "/health", open, [&st](const httplib::Request&, httplib::Response& res) {
     if (!st.ready.load()) throw unavailable("Loading model");
-    send_json(res, {{"status", "ok"}});
+    send_json(res, {{"status", "ok"}, {"prefault", prefault_json(st.engine->prefault_status())}});
   });
   http.Get("/health", health);
   http.Get("/v1/health", health);
@@ -121,7 +139,9 @@ void register_routes(httplib::Server& http, ServerState& st) {
   http.Get("/metrics", wrap(st, "/metrics", authed, [&st](const httplib::Request&, httplib::Response& res) {
     if (!st.opt.metrics)
       throw ApiError(501, "not_supported_error", "the metrics endpoint is off; start the server with --metrics");
-    res.set_content(st.metrics.prometheus(), "text/plain; version=0.0.4");
+    std::string text = st.metrics.prometheus();
+    if (st.ready.load()) text += prefault_metrics(st.engine->prefault_status());
+    res.set_content(text, "text/plain; version=0.0.4");
   }));
 
   auto chat = wrap(st, "/v1/chat/completions", model,

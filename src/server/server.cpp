@@ -57,6 +57,10 @@ void load(ServerState& st) {
   eo.override_tensor = st.opt.override_tensor;
   eo.vram_budget = st.opt.vram_budget;
   eo.n_seq = st.opt.n_slots;
+  eo.mmap = st.opt.mmap;
+  eo.mlock = st.opt.mlock;
+  eo.prefault = st.opt.prefault;
+  eo.on_progress = stderr_progress("clover serve: ", 10);
   st.engine = Engine::load(st.opt.model_path, eo);
   for (const auto& w : st.engine->info().warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   std::fprintf(stderr, "%s, %d slots\n", context_summary(st.engine->info()).c_str(), st.opt.n_slots);

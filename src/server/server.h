@@ -24,6 +24,8 @@ struct ServerOptions {
   int n_cpu_moe = 0;
   std::vector<std::string> override_tensor;
   std::string vram_budget;
+  bool mmap = true, mlock = false;  // --no-mmap, --mlock (EngineOptions)
+  Prefault prefault = Prefault::Background;  // --prefault: /health and /metrics report its progress
   CacheType cache_type_k = CacheType::F16, cache_type_v = CacheType::F16;  // -ctk / -ctv
   std::vector<std::string> api_keys;  // any of them is accepted; empty: no authentication
   DecodeMode mode = DecodeMode::AR;

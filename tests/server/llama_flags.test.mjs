@@ -216,3 +216,39 @@ test('clover run takes the same sampling flags', () => {
   assert.notEqual(bad.status, 0);
   assert.match(bad.stderr, /--frequency-penalty: .*\[-2, 2\]/);
 });
+
+// How the weights come into memory (issue #25, docs/loading.md): /health and /metrics report the
+// background pre-fault until it is done; --no-mmap and --mlock serve the same greedy answer (the
+// pre-fault then has nothing to do: "off"); SIGTERM right after "ready" stops cleanly.
+test('--prefault, --no-mmap and --mlock: reported in /health and /metrics, same answers', async () => {
+  const ask = { messages: DRONES, max_tokens: 12, temperature: 0 };
+  const answers = [];
+  for (const [args, state] of [[[], 'done'], [['--prefault', 'off'], 'off'], [['--no-mmap'], 'off'], [['--mlock', '--prefault', 'wait'], null]]) {
+    const srv = await spawnServer(['--metrics', ...args]);
+    try {
+      let health = null;
+      for (let i = 0; i < 400; i++) {
+        health = (await call(srv.base, '/health')).json;
+        if (health.prefault.state !== 'running') break;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      assert.equal(health.status, 'ok');
+      // --mlock: locked (off) as root or within RLIMIT_MEMLOCK, else refused with a warning and walked (done).
+      if (state !== null) assert.equal(health.prefault.state, state, args.join(' '));
+      else assert.ok(['off', 'done'].includes(health.prefault.state), health.prefault.state);
+      if (health.prefault.state === 'done') {
+        assert.ok(health.prefault.total_bytes > 0);
+        assert.equal(health.prefault.done_bytes, health.prefault.total_bytes);
+      }
+      const metrics = (await call(srv.base, '/metrics')).text;
+      assert.match(metrics, new RegExp(`clover_prefault_done ${health.prefault.state === 'done' ? 1 : 0}\\n`));
+      assert.match(metrics, /clover_prefault_bytes_total \d+\n/);
+      answers.push((await call(srv.base, '/v1/chat/completions', ask)).json.choices[0].message.content);
+    } finally {
+      srv.proc.kill('SIGTERM');
+    }
+    const code = await new Promise((r) => srv.proc.on('exit', (c, sig) => r(c ?? sig)));
+    assert.equal(code, 0, `exit after SIGTERM (${args.join(' ')}): ${srv.log()}`);
+  }
+  for (const a of answers.slice(1)) assert.equal(a, answers[0]);
+});

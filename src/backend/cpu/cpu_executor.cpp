@@ -50,21 +50,9 @@ CpuExecutor::CpuExecutor(const model::Model& model, const Options& opts)
       hp_(model.hp()),
       pool_(opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
       max_batch_(std::max(1, opts.max_batch)),
-      s_(std::make_unique<Scratch>(hp_, pool_, max_batch_)) {
-  prepare_weights(opts);
-}
+      s_(std::make_unique<Scratch>(hp_, pool_, max_batch_)) {}
 
 CpuExecutor::~CpuExecutor() = default;
-
-// The CPU computes from the mapped file as it is; preparing the weights only touches every page
-// when asked, so that the first tokens are not slowed by page faults.
-void CpuExecutor::prepare_weights(const Options& opts) {
-  if (!opts.prefault) return;
-  volatile uint8_t sink = 0;
-  for (const auto& t : model_.file().tensors())
-    for (uint64_t off = 0; off < t.size; off += 4096) sink = sink + t.data[off];
-  (void)sink;
-}
 
 std::unique_ptr<Sequence> CpuExecutor::new_sequence(int n_ctx, KvTypes types) {
   return std::make_unique<CpuSequence>(hp_, n_ctx, types);

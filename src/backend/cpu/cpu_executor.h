@@ -30,13 +30,13 @@ class CpuExecutor final : public Executor {
   struct Options {
     int n_threads = 0;    // 0: all cores
     int max_batch = 256;  // the largest internal pass; longer causal passes are chunked
-    bool prefault = false;  // touch every weight page before the first pass
   };
   CpuExecutor(const model::Model& model, const Options& opts);
   ~CpuExecutor() override;
 
   std::string_view name() const override { return "cpu"; }
   const model::Model& model() const override { return model_; }
+  bool reads_host_weights() const override { return true; }
   int max_batch() const override { return max_batch_; }
   int n_threads() const override { return pool_.size(); }
   std::unique_ptr<Sequence> new_sequence(int n_ctx, KvTypes types) override;
@@ -53,7 +53,6 @@ class CpuExecutor final : public Executor {
     PassStats* stats;
   };
 
-  void prepare_weights(const Options& opts);
   void check(const Pass& p) const;
   void run_checked(std::span<Pass> passes);  // run() after the checks and the selection's set-up
   void run_causal(Pass& p);

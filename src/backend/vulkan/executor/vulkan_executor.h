@@ -77,6 +77,8 @@ class VulkanExecutor final : public backend::Executor {
   using Executor::run;
   void trace_routing(std::FILE* f) override { routing_trace_ = f; }
   std::string placement() const override { return placement_; }
+  // Experts kept in RAM are read from the mapped file by the CPU (the pre-fault pays there).
+  bool reads_host_weights() const override { return host_experts_ != nullptr; }
   uint64_t device_memory_bytes() const override;
 
   Device& device() { return *dev_; }

@@ -1,0 +1,41 @@
+// How the model's weights come into memory, shared by every command that loads a model (`run`,
+// `logits`, `bench`, `serve`): --no-mmap and --mlock as llama.cpp spells them, and --prefault
+// (docs/loading.md). Progress goes to stderr.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "clover/clover.h"
+
+namespace clover::cli {
+
+struct LoadArgs {
+  bool no_mmap = false;
+  bool mlock = false;
+  std::string prefault = "background";
+};
+
+inline void add_load_options(CLI::App* c, LoadArgs& l) {
+  c->add_flag("--no-mmap", l.no_mmap,
+              "read the weights into memory (huge pages where available) instead of mapping the file; the file's page "
+              "cache is released behind the read");
+  c->add_flag("--mlock", l.mlock, "lock the weights in memory at load (a refusal by RLIMIT_MEMLOCK is a warning)");
+  c->add_option("--prefault", l.prefault,
+                "bring the mapped weights into memory in order of use: background (a low-priority thread once the model "
+                "is ready), wait (before the first token) or off")
+      ->check(CLI::IsMember({"background", "wait", "off"}))
+      ->capture_default_str();
+}
+
+inline Prefault prefault_from_name(const std::string& s) {
+  return s == "off" ? Prefault::Off : s == "wait" ? Prefault::Wait : Prefault::Background;
+}
+
+inline void apply_load_options(const LoadArgs& l, EngineOptions& eo, const std::string& progress_prefix = "") {
+  eo.mmap = !l.no_mmap;
+  eo.mlock = l.mlock;
+  eo.prefault = prefault_from_name(l.prefault);
+  eo.on_progress = stderr_progress(progress_prefix);
+}
+
+}  // namespace clover::cli
