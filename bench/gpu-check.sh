@@ -12,7 +12,9 @@
 #                                      the validation layer is not on that machine, so its silence
 #                                      is not checked there), time the device layer, bench the
 #                                      slice and the full-size clover-35b Q4_0 (written on the spot)
-#                                      in AR and diffusion, and the card's copy bandwidth (PyTorch).
+#                                      in AR and diffusion, the full-size file's memory ladder (24,
+#                                      16, 12, 8 GB device budgets, experts of the first layers in
+#                                      RAM on the CPU) and the card's copy bandwidth (PyTorch).
 #                                      Steps that would not fit in the budget (default 480 s) are
 #                                      skipped and say so. --local: the same flow on lavapipe with
 #                                      a tiny model (what CI runs: tests/bench/gpu_check_local).
@@ -117,6 +119,8 @@ for r in rows:
                      f"commit {r.get('experts_per_layer_commit', 0):.1f}")
     if "tokens_per_pass" in r:
         parts.append(f"{r['mode']} {r['tokens_per_pass']:.2f} tokens/pass")
+if rows and rows[0].get("placement"):
+    parts.append(f"placement: {rows[0]['placement']}")
 print("; ".join(parts))
 EOF
 }
@@ -229,10 +233,30 @@ EOF
       FAILURES=$((FAILURES + 1))
       row "$name $type on $device" "bench failed or ran out of time: $(tail -2 "$OUT/bench-$name-$type.log" | tr '\n' ' ')"
     fi
+    # The memory ladder (issue #21): the same file under smaller device budgets, routed experts of
+    # the first layers in RAM computed by the CPU (--vram-budget picks the placement).
+    if [ "$name" = clover-35b ] || ((LOCAL)); then ladder "$file"; fi
     if ((LOCAL)); then rm -f "$file"; fi
   done
   finish
   if ((FAILURES)); then echo "gpu-check: $FAILURES step(s) failed (logs in $OUT)" >&2; return 1; fi
+}
+
+ladder() {  # FILE: tokens/s per device budget
+  local file=$1 budgets budget flags
+  if ((LOCAL)); then budgets=("n-cpu-moe 2"); else budgets=("24G" "16G" "12G" "8G"); fi
+  for budget in "${budgets[@]}"; do
+    if ! fits 40; then row "ladder $budget" "skipped: the time budget"; continue; fi
+    if ((LOCAL)); then flags="--n-cpu-moe 2"; else flags="--vram-budget $budget"; fi
+    # shellcheck disable=SC2086
+    if timeout "$(left 100000)" "$CLOVER" bench -m "$file" --device "$device" $flags -p 128 -n 32 -r 1 --mode ar \
+        -t "$threads" --json -q > "$OUT/ladder-$budget.json" 2> "$OUT/ladder-$budget.log"; then
+      row "ladder $budget" "$(bench_row ladder "$OUT/ladder-$budget.json")"
+    else
+      FAILURES=$((FAILURES + 1))
+      row "ladder $budget" "bench failed or ran out of time: $(tail -2 "$OUT/ladder-$budget.log" | tr '\n' ' ')"
+    fi
+  done
 }
 
 finish() {
