@@ -29,13 +29,9 @@ using namespace clover;
 namespace {
 using bench::median;
 using bench::now;
-// CPU seconds of the whole process (all threads; spinning workers count). On a shared machine the
-// wall time of a single-threaded run swings with the load; its CPU time is the steadier figure.
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
+// CPU seconds of the whole process: on a shared machine the wall time of a single-threaded run
+// swings with the load; its CPU time is the steadier figure.
+using bench::cpu_now;
 }  // namespace
 
 int main(int argc, char** argv) {

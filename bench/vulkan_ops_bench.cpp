@@ -14,23 +14,18 @@
 
 #include "backend/vulkan/ops.h"
 #include "kernels/convert.h"
+#include "timing.h"
 
 using namespace clover;
 using namespace clover::vulkan;
 
 namespace {
 
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_ms() { return 1e3 * bench::now(); }
 
-// CPU seconds of the whole process (lavapipe runs shaders on its threads): steadier than wall time
-// on a loaded machine.
-double cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return 1e3 * double(ts.tv_sec) + 1e-6 * double(ts.tv_nsec);
-}
+// CPU milliseconds of the whole process (lavapipe runs shaders on its threads): steadier than wall
+// time on a loaded machine.
+double cpu_ms() { return 1e3 * bench::cpu_now(); }
 
 // Median of `reps` runs of the recorded list, in ms.
 double time_list(CommandList& cl, int reps) {

@@ -24,14 +24,6 @@
 
 using namespace clover;
 
-namespace {
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-}  // namespace
-
 int main(int argc, char** argv) {
   const bool has_preset = argc > 1 && argv[1][0] != '-';
   const std::string preset = has_preset ? argv[1] : "tiny";
@@ -70,9 +62,9 @@ int main(int argc, char** argv) {
       for (int r = 0; r <= reps; ++r) {  // the first is the warm-up
         auto s = ex.new_sequence(tokens + 1, {});
         backend::Pass p = backend::Pass::causal(*s, toks, backend::LogitRows::Last, last[scan].data());
-        const double t0 = bench::now(), c0 = cpu_now();
+        const double t0 = bench::now(), c0 = bench::cpu_now();
         ex.run(p);
-        if (r > 0) t.push_back((bench::now() - t0) * 1e3), c.push_back((cpu_now() - c0) * 1e3);
+        if (r > 0) t.push_back((bench::now() - t0) * 1e3), c.push_back((bench::cpu_now() - c0) * 1e3);
       }
       ms[scan] = bench::median(t);
       cpu_ms[scan] = bench::median(c);

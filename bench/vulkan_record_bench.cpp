@@ -25,16 +25,6 @@
 
 using namespace clover;
 
-namespace {
-
-double thread_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   const bool has_preset = argc > 1 && argv[1][0] != '-';
   const std::string preset = has_preset ? argv[1] : "tiny";
@@ -74,9 +64,9 @@ int main(int argc, char** argv) {
         const std::vector<int32_t> step = {top.top[0].id};
         backend::Pass q = backend::Pass::causal(*s, step, backend::LogitRows::Last, nullptr);
         q.top_k = 1, q.top = &top;
-        const double w0 = bench::now(), c0 = thread_cpu_ms();
+        const double w0 = bench::now(), c0 = 1e3 * bench::cpu_now(CLOCK_THREAD_CPUTIME_ID);
         ex.run(q);
-        const double c1 = thread_cpu_ms(), w1 = bench::now();
+        const double c1 = 1e3 * bench::cpu_now(CLOCK_THREAD_CPUTIME_ID), w1 = bench::now();
         if (i >= 2) t_wall.push_back((w1 - w0) * 1e3), t_cpu.push_back(c1 - c0);
         out[resubmit].push_back(top.top[0].id);
       }
