@@ -391,23 +391,7 @@ TEST(GgmlKQuant, Q2KBlockOrdersMatchTheirTwins) {
 // takes vec_dot's lanes order instead, which the engine does not follow (batch invariance).
 TEST(GgmlKQuant, IQ4XSBlockOrderIsGgmlPanelGemm) {
   REQUIRE_KGGML();
-  struct InitParams {
-    size_t mem_size;
-    void* mem_buffer;
-    bool no_alloc;
-  };
-  const auto& g = testing::ggml_libs();
-  const auto init = g.sym<void* (*)(InitParams)>(g.base, "ggml_init");
-  const auto free_ctx = g.sym<void (*)(void*)>(g.base, "ggml_free");
-  const auto new_2d = g.sym<void* (*)(void*, int, int64_t, int64_t)>(g.base, "ggml_new_tensor_2d");
-  const auto data = g.sym<void* (*)(const void*)>(g.base, "ggml_get_data");
-  const auto mul_mat = g.sym<void* (*)(void*, void*, void*)>(g.base, "ggml_mul_mat");
-  const auto new_graph = g.sym<void* (*)(void*)>(g.base, "ggml_new_graph");
-  const auto expand = g.sym<void (*)(void*, void*)>(g.base, "ggml_build_forward_expand");
-  const auto compute = g.sym<int (*)(void*, void*, int)>(g.cpu, "ggml_graph_compute_with_ctx");
-  if (!init || !free_ctx || !new_2d || !data || !mul_mat || !new_graph || !expand || !compute)
-    GTEST_SKIP() << "ggml's graph API is not exported";
-  constexpr int kTypeF32 = 0, kTypeIQ4_XS = 23;  // enum ggml_type
+  constexpr int kTypeIQ4_XS = 23;  // enum ggml_type
   const int64_t rows = 24, cols = 256 * 3, nb = cols / 256;
   const size_t rb = dtype_row_bytes(DType::IQ4_XS, cols);
   const std::vector<float> xw = normal_values(rows * cols, 10);
@@ -416,17 +400,10 @@ TEST(GgmlKQuant, IQ4XSBlockOrderIsGgmlPanelGemm) {
   const MatRef m{DType::IQ4_XS, w.data(), rows, cols, rb};
   for (int64_t n_act : {9, 3}) {
     const std::vector<float> xa = normal_values(n_act * cols, 11 + static_cast<uint32_t>(n_act));
-    void* ctx = init(InitParams{size_t{16} << 20, nullptr, false});
-    void* tw = new_2d(ctx, kTypeIQ4_XS, cols, rows);
-    void* ta = new_2d(ctx, kTypeF32, cols, n_act);
-    std::memcpy(data(tw), w.data(), w.size());
-    std::memcpy(data(ta), xa.data(), xa.size() * sizeof(float));
-    void* ty = mul_mat(ctx, tw, ta);
-    void* graph = new_graph(ctx);
-    expand(graph, ty);
-    ASSERT_EQ(compute(ctx, graph, 1), 0);
-    std::vector<float> want(static_cast<const float*>(data(ty)), static_cast<const float*>(data(ty)) + n_act * rows);
-    free_ctx(ctx);
+    const auto got = testing::ggml_mul_mat(kTypeIQ4_XS, w.data(), w.size(), rows, cols, xa.data(), n_act);
+    if (!got) GTEST_SKIP() << "ggml's graph API is not exported";
+    ASSERT_FALSE(got->empty()) << "ggml_graph_compute_with_ctx failed";
+    const std::vector<float>& want = *got;
     ActRows a;
     a.convert(xa.data(), n_act, cols, cols, DType::Q8_K);
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {

@@ -268,23 +268,7 @@ TEST(GgmlLegacyQuant, IQ4NLBlockTwinIsGgmlRepackedGemvAndGemm) {
 // one row to ggml_vec_dot_iq4_nl_q8_0 (the pairs of blocks; the engine's expert order).
 TEST(GgmlLegacyQuant, IQ4NLGemmTwinIsGgmlTinyBlas) {
   REQUIRE_LGGML();
-  struct InitParams {
-    size_t mem_size;
-    void* mem_buffer;
-    bool no_alloc;
-  };
-  const auto& g = testing::ggml_libs();
-  const auto init = g.sym<void* (*)(InitParams)>(g.base, "ggml_init");
-  const auto free_ctx = g.sym<void (*)(void*)>(g.base, "ggml_free");
-  const auto new_2d = g.sym<void* (*)(void*, int, int64_t, int64_t)>(g.base, "ggml_new_tensor_2d");
-  const auto data = g.sym<void* (*)(const void*)>(g.base, "ggml_get_data");
-  const auto mul_mat = g.sym<void* (*)(void*, void*, void*)>(g.base, "ggml_mul_mat");
-  const auto new_graph = g.sym<void* (*)(void*)>(g.base, "ggml_new_graph");
-  const auto expand = g.sym<void (*)(void*, void*)>(g.base, "ggml_build_forward_expand");
-  const auto compute = g.sym<int (*)(void*, void*, int)>(g.cpu, "ggml_graph_compute_with_ctx");
-  if (!init || !free_ctx || !new_2d || !data || !mul_mat || !new_graph || !expand || !compute)
-    GTEST_SKIP() << "ggml's graph API is not exported";
-  constexpr int kTypeF32 = 0, kTypeIQ4_NL = 20;  // enum ggml_type
+  constexpr int kTypeIQ4_NL = 20;  // enum ggml_type
   std::mt19937 rng(23);
   for (int trial = 0; trial < 6; ++trial) {
     int64_t rows = 1 + rng() % 23;
@@ -295,17 +279,10 @@ TEST(GgmlLegacyQuant, IQ4NLGemmTwinIsGgmlTinyBlas) {
     const std::vector<float> xw = block_values(rows * cols, 300 + trial), xa = block_values(n_act * cols, 400 + trial);
     for (bool ggml_quantised : {false, true}) {
       const std::vector<uint8_t> w = quantise_rows(DType::IQ4_NL, xw.data(), rows, cols, ggml_quantised ? lg().types[3].quant : nullptr);
-      void* ctx = init(InitParams{size_t{16} << 20, nullptr, false});
-      void* tw = new_2d(ctx, kTypeIQ4_NL, cols, rows);
-      void* ta = new_2d(ctx, kTypeF32, cols, n_act);
-      std::memcpy(data(tw), w.data(), w.size());
-      std::memcpy(data(ta), xa.data(), xa.size() * sizeof(float));
-      void* ty = mul_mat(ctx, tw, ta);
-      void* graph = new_graph(ctx);
-      expand(graph, ty);
-      ASSERT_EQ(compute(ctx, graph, 1), 0);
-      std::vector<float> want(static_cast<const float*>(data(ty)), static_cast<const float*>(data(ty)) + n_act * rows);
-      free_ctx(ctx);
+      const auto got = testing::ggml_mul_mat(kTypeIQ4_NL, w.data(), w.size(), rows, cols, xa.data(), n_act);
+      if (!got) GTEST_SKIP() << "ggml's graph API is not exported";
+      ASSERT_FALSE(got->empty()) << "ggml_graph_compute_with_ctx failed";
+      const std::vector<float>& want = *got;
       const MatRef m{DType::IQ4_NL, w.data(), rows, cols, rb};
       ActRows a;
       a.convert(xa.data(), n_act, cols, cols, DType::Q8_0);

@@ -3,8 +3,12 @@
 #pragma once
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace clover::kernels::testing {
 
@@ -48,6 +52,44 @@ inline const GgmlLibs& ggml_libs() {
     return g;
   }();
   return libs;
+}
+
+// ggml's own matrix product y = W x, computed by the CPU library's graph code on one thread, as
+// llama.cpp runs a dense product: W [rows][cols] of ggml type `w_type` (enum ggml_type) as stored,
+// x [n_act][cols] floats; y [n_act][rows]. nullopt when the libraries do not export the graph API.
+inline std::optional<std::vector<float>> ggml_mul_mat(int w_type, const void* w, size_t w_bytes, int64_t rows,
+                                                      int64_t cols, const float* x, int64_t n_act) {
+  struct InitParams {
+    size_t mem_size;
+    void* mem_buffer;
+    bool no_alloc;
+  };
+  constexpr int kTypeF32 = 0;
+  const GgmlLibs& g = ggml_libs();
+  const auto init = g.sym<void* (*)(InitParams)>(g.base, "ggml_init");
+  const auto free_ctx = g.sym<void (*)(void*)>(g.base, "ggml_free");
+  const auto new_2d = g.sym<void* (*)(void*, int, int64_t, int64_t)>(g.base, "ggml_new_tensor_2d");
+  const auto data = g.sym<void* (*)(const void*)>(g.base, "ggml_get_data");
+  const auto mul_mat = g.sym<void* (*)(void*, void*, void*)>(g.base, "ggml_mul_mat");
+  const auto new_graph = g.sym<void* (*)(void*)>(g.base, "ggml_new_graph");
+  const auto expand = g.sym<void (*)(void*, void*)>(g.base, "ggml_build_forward_expand");
+  const auto compute = g.sym<int (*)(void*, void*, int)>(g.cpu, "ggml_graph_compute_with_ctx");
+  if (!init || !free_ctx || !new_2d || !data || !mul_mat || !new_graph || !expand || !compute) return std::nullopt;
+  void* ctx = init(InitParams{size_t{16} << 20, nullptr, false});
+  void* tw = new_2d(ctx, w_type, cols, rows);
+  void* ta = new_2d(ctx, kTypeF32, cols, n_act);
+  std::memcpy(data(tw), w, w_bytes);
+  std::memcpy(data(ta), x, static_cast<size_t>(n_act * cols) * sizeof(float));
+  void* ty = mul_mat(ctx, tw, ta);
+  void* graph = new_graph(ctx);
+  expand(graph, ty);
+  std::vector<float> y;
+  if (compute(ctx, graph, 1) == 0) {
+    const auto* out = static_cast<const float*>(data(ty));
+    y.assign(out, out + n_act * rows);
+  }
+  free_ctx(ctx);
+  return y;  // empty when the graph failed
 }
 
 }  // namespace clover::kernels::testing
