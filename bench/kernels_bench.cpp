@@ -241,8 +241,8 @@ void register_all() {
     benchmark::RegisterBenchmark("roofline/peak_fp32_fma", bm_peak<__m512, 16>)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
   struct Shape { int64_t rows, cols; };
-  const Shape shapes[] = {{512, 2048}, {2048, 512}, {8192, 2048}, {248320, 2048}};
-  const DType types[] = {DType::Q4_0, DType::Q8_0, DType::BF16, DType::F16, DType::F32};
+  const Shape shapes[] = {{128, 2048}, {512, 2048}, {2048, 512}, {8192, 2048}, {248320, 2048}};
+  const DType types[] = {DType::Q4_0, DType::Q8_0, DType::BF16, DType::F16, DType::F32, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   std::vector<Isa> isas;
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     if (static_cast<int>(isa) <= static_cast<int>(isa_best())) isas.push_back(isa);

@@ -57,7 +57,10 @@ void ActRows::convert(const float* x, int64_t n_rows, int64_t cols, int64_t x_st
     const float* src = x + r * x_stride;
     uint8_t* dst = buf_.data() + static_cast<size_t>(r) * row_bytes_;
     if (type == DType::Q8_K) {
-      quantize_row_q8_k_activation(src, reinterpret_cast<BlockQ8_K*>(dst), cols);
+      if (simd)
+        detail::convert_q8_k_avx512(src, cols, reinterpret_cast<BlockQ8_K*>(dst));
+      else
+        quantize_row_q8_k_activation(src, reinterpret_cast<BlockQ8_K*>(dst), cols);
     } else if (type == DType::Q8_1) {
       quantize_row_q8_1_activation(src, reinterpret_cast<BlockQ8_1*>(dst), cols);
     } else if (type == DType::Q8_0) {

@@ -493,7 +493,7 @@ void convert_q8_0_avx512(const float* x, int64_t cols, BlockQ8_0* row) {
 }
 
 void matmul_avx512(const MatmulCall& c) {
-  if (dtype_is_kquant(c.w->type)) return matmul_kquant_avx2(c);  // matmul_kquant_avx2.cpp
+  if (dtype_is_kquant(c.w->type)) return matmul_kquant_avx512(c);  // matmul_kquant_avx512.cpp
   if (dtype_is_legacy_extra(c.w->type)) return matmul_legacy_avx2(c);  // matmul_legacy_avx2.cpp
   switch (c.w->type) {
     case DType::F32: run_type<DType::F32>(c); break;

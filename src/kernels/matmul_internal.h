@@ -110,10 +110,12 @@ inline int64_t panel_rows(size_t act_row_bytes, int na) {
   return fit < na ? na : fit / na * na;
 }
 
-// The scalar path for K-quant weights (every row with kquant_dot_ref), and the vector one
-// (matmul_kquant_avx2.cpp; the AVX-512 path runs it too).
+// The scalar path for K-quant weights (every row with kquant_dot_ref), and the vector ones
+// (matmul_kquant_avx2.cpp; matmul_kquant_avx512.cpp for Q4_K of 8k rows, Q5_K and Q6_K, the
+// AVX2 code for the other types).
 void matmul_kquant_ref(const MatmulCall& c);
 void matmul_kquant_avx2(const MatmulCall& c);
+void matmul_kquant_avx512(const MatmulCall& c);
 // One Q2_K / Q3_K weight row against na <= 4 activation rows (matmul_kquant_low_avx2.cpp):
 // out[r][o] = the twin's result for a[r] (Q2_K: the blocks order in groups of `group` values, or
 // the lanes order when group is 0).
@@ -132,6 +134,8 @@ void matmul_avx512(const MatmulCall& c);
 // One row of Q8_0 activations with ggml's x86 quantiser, with AVX-512; bit-identical to
 // quantize_row_q8_0_activation.
 void convert_q8_0_avx512(const float* x, int64_t cols, BlockQ8_0* row);
+// The same for Q8_K (bit-identical to quantize_row_q8_k_activation; matmul_kquant_avx512.cpp).
+void convert_q8_k_avx512(const float* x, int64_t cols, BlockQ8_K* row);
 
 // fp32 -> fp16 with F16C and fp32 -> bf16 with AVX2 integer ops (AVX2 and AVX-512 paths);
 // bit-identical to fp32_to_fp16 / fp32_to_bf16.

@@ -7,11 +7,15 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "kernels/convert.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dtype.h"
+#include "kernels/kquant.h"
+#include "kernels/matmul.h"
 
 namespace clover::kernels {
 namespace {
@@ -226,6 +230,50 @@ TEST(Quantise, RoundTripErrorIsBounded) {
                         : t == DType::BF16 ? amax / 128 : t == DType::F16 ? amax / 1024 : 0.0f;
       for (int j = 0; j < 32; ++j) ASSERT_LE(std::fabs(x[b * 32 + j] - y[b * 32 + j]), tol * 1.01f) << dtype_name(t);
     }
+  }
+}
+
+}  // namespace
+}  // namespace clover::kernels
+
+namespace clover::kernels {
+namespace {
+
+// The Q8_K activation quantiser of every ISA (ActRows::convert) gives the scalar twin's bytes
+// (the twin is ggml's, GgmlKQuant.Q8KActivationQuantiserIsBitIdentical), on the blocks where a
+// vector version can go wrong: zero blocks, ties of the largest magnitude with either sign first,
+// NaN and infinities, denormals, values that round half-way, and random blocks of any scale.
+TEST(Q8_K, ActivationQuantiserPathsAgreeOnEdgeCases) {
+  constexpr int64_t kBlocks = 64, kCols = 256 * kBlocks;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(kCols));
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    float* v = x.data() + b * 256;
+    const float scale = std::ldexp(1.0f, static_cast<int>(b % 40) - 20);
+    for (int j = 0; j < 256; ++j) v[j] = nd(rng) * scale;
+    switch (b % 8) {
+      case 0: std::fill(v, v + 256, 0.0f); break;                   // all zero
+      case 1: v[17] = 9.0f * scale, v[200] = -9.0f * scale; break;   // tie, positive first
+      case 2: v[3] = -9.0f * scale, v[90] = 9.0f * scale; break;     // tie, negative first
+      case 3: v[5] = std::nanf(""); break;                           // NaN is skipped by the max
+      case 4: for (int j = 0; j < 256; ++j) v[j] = (j - 128) * 0.5f * scale; break;  // half-way values
+      case 5: for (int j = 0; j < 256; ++j) v[j] = std::ldexp(static_cast<float>(j % 7) - 3, -140); break;
+      case 6: v[255] = -std::numeric_limits<float>::infinity(); break;
+      default: break;
+    }
+  }
+  std::vector<BlockQ8_K> twin(kBlocks);
+  quantize_row_q8_k_activation(x.data(), twin.data(), kCols);
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (static_cast<int>(isa) > static_cast<int>(isa_best())) continue;
+    isa_force(isa);
+    ActRows a;
+    a.convert(x.data(), 1, kCols, kCols, DType::Q8_K);
+    isa_force(isa_best());
+    const auto* got = static_cast<const BlockQ8_K*>(a.row(0));
+    for (int64_t b = 0; b < kBlocks; ++b)
+      EXPECT_EQ(0, std::memcmp(&got[b], &twin[b], sizeof(BlockQ8_K))) << isa_name(isa) << " block " << b;
   }
 }
 

@@ -81,7 +81,8 @@ TEST_P(MatmulPath, MatchesReferenceOnOddShapes) {
   std::uniform_int_distribution<int> ur(1, 67), uc(1, 128), un(1, 33);
   for (int i = 0; i < 12; ++i) shapes.push_back({ur(rng), 32 * uc(rng), un(rng)});
   if (dtype_is_kquant(type())) {  // whole 256-value super-blocks; 8k rows: Q4_K / IQ4_XS block orders
-    shapes = {{1, 256, 1}, {3, 512, 2}, {8, 768, 5}, {9, 256, 17}, {16, 2048, 4}, {40, 1280, 33}, {24, 4096, 3}};
+    shapes = {{1, 256, 1}, {3, 512, 2}, {8, 768, 5}, {9, 256, 17}, {16, 2048, 4}, {40, 1280, 33}, {24, 4096, 3},
+              {56, 512, 70}, {11, 256, 129}};  // more activation rows than one panel of the AVX-512 row kernels
     std::uniform_int_distribution<int> uk(1, 12);
     for (int i = 0; i < 8; ++i) shapes.push_back({ur(rng), 256 * uk(rng), un(rng)});
   }

@@ -1,0 +1,462 @@
+// K-quant matmul with AVX-512 (F + BW + VL + VNNI + VBMI), for the types of the files people
+// download most: Q4_K (repacked orders), Q6_K and Q5_K (lanes order). Every other K-quant (and
+// Q4_K matrices whose row count is not a multiple of 8) runs matmul_kquant_avx2. The orders are
+// the twins' (matmul_kquant.cpp): integer sums inside a super-block are exact in any grouping, so
+// the vector code only has to put the same integers into each float step the twin takes.
+//
+// Q4_K, rows % 8 == 0 (llama.cpp's repacked gemv / gemm orders): a tile of 16 weight rows has its
+// lanes = rows. Per super-block the rows' 16-byte headers (d, dmin, 12 scale bytes) are transposed
+// into 4 dword vectors and their 6-bit scales and mins unpacked lane-wise; the 128 qs bytes of the
+// 16 rows are transposed (two 16 x 16 dword transposes) so that vector m holds qs dword m of every
+// row, and split into nibbles. vpdpbusd against the activation's 4 bytes, broadcast, gives every
+// row's sub-block product sum P_j at once; S = sum of P_j x scale_j (vpmulld) and M = sum of
+// min_j x activation sums (vpdpwssd on the pairs of sub-blocks) are the exact integers of the
+// twin's group; acc += S x (d_w d_a) and accm += M x (dmin_w d_a) are 16 fused steps at once. No
+// horizontal sum anywhere, and the weight rows are unpacked once for up to kNA activation rows.
+//
+// Q6_K and Q5_K (vec_dot's 8 lanes): one weight row at a time, 64 values per 512-bit step laid
+// out as the activation's bytes (two groups of 32), so the int32 lanes of a step are the quads of
+// two groups; the two 256-bit halves added are the 8 lanes of the AVX2 code. Scales are applied
+// on the int16 pair sums with vpdpwssd.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/convert.h"
+#include "kernels/kquant.h"
+#include "kernels/matmul_internal.h"
+
+namespace clover::kernels::detail {
+namespace {
+
+#define CLOVER_INLINE inline __attribute__((always_inline))
+#define CLOVER_UNROLL _Pragma("GCC unroll 16")
+
+typedef int32_t unaligned_i32 __attribute__((aligned(1), may_alias));
+
+template <int64_t Bytes>
+CLOVER_INLINE void prefetch_span(const uint8_t* p) {
+  CLOVER_UNROLL
+  for (int64_t l = 0; l < Bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
+}
+
+// hsum_float_8: lanes l + 4, then (0 + 2) + (1 + 3).
+CLOVER_INLINE float hsum8(__m256 v) {
+  __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+// The 8 int32 lanes of vec_dot's order from a 512-bit sum whose halves hold the quads of two groups.
+CLOVER_INLINE __m256i fold_halves(__m512i v) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q4_K, repacked orders, 16 rows per tile.
+
+constexpr int kNA = 4;  // activation rows per pass over a tile's unpacked super-block
+
+// 16 x 16 dword transpose: on return v[i] holds dword i of the 16 input vectors (lane r = v_in[r]).
+CLOVER_INLINE void transpose16(__m512i v[16]) {
+  __m512i t[16];
+  CLOVER_UNROLL
+  for (int r = 0; r < 16; r += 2) {
+    t[r] = _mm512_unpacklo_epi32(v[r], v[r + 1]);
+    t[r + 1] = _mm512_unpackhi_epi32(v[r], v[r + 1]);
+  }
+  // u[4q + k], 128-bit lane L: dword 4L + k of rows 4q .. 4q + 3.
+  __m512i u[16];
+  CLOVER_UNROLL
+  for (int r = 0; r < 16; r += 4) {
+    u[r] = _mm512_unpacklo_epi64(t[r], t[r + 2]);
+    u[r + 1] = _mm512_unpackhi_epi64(t[r], t[r + 2]);
+    u[r + 2] = _mm512_unpacklo_epi64(t[r + 1], t[r + 3]);
+    u[r + 3] = _mm512_unpackhi_epi64(t[r + 1], t[r + 3]);
+  }
+  CLOVER_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    const __m512i x0 = _mm512_shuffle_i64x2(u[k], u[4 + k], 0x44), x1 = _mm512_shuffle_i64x2(u[k], u[4 + k], 0xEE);
+    const __m512i y0 = _mm512_shuffle_i64x2(u[8 + k], u[12 + k], 0x44), y1 = _mm512_shuffle_i64x2(u[8 + k], u[12 + k], 0xEE);
+    v[k] = _mm512_shuffle_i64x2(x0, y0, 0x88);
+    v[4 + k] = _mm512_shuffle_i64x2(x0, y0, 0xDD);
+    v[8 + k] = _mm512_shuffle_i64x2(x1, y1, 0x88);
+    v[12 + k] = _mm512_shuffle_i64x2(x1, y1, 0xDD);
+  }
+}
+
+// pshufb indices widening bytes 2p and 2p + 1 of every dword to an int16 pair (p = 0, 1).
+constexpr std::array<int8_t, 64> pair_index(int p) {
+  std::array<int8_t, 64> idx{};
+  for (int i = 0; i < 64; i += 4) {
+    const int base = (i % 16) + 2 * p;
+    idx[i] = static_cast<int8_t>(base);
+    idx[i + 1] = -1;
+    idx[i + 2] = static_cast<int8_t>(base + 1);
+    idx[i + 3] = -1;
+  }
+  return idx;
+}
+alignas(64) constexpr auto kPair0 = pair_index(0);
+alignas(64) constexpr auto kPair1 = pair_index(1);
+
+// One super-block of a 16-row tile, unpacked: lanes = rows.
+struct Q4KTileBlock {
+  __m512i lo[4][8], hi[4][8];  // chunk c, qs dword k: values 64c + 4k .. +3 (lo), 64c + 32 + 4k .. +3 (hi)
+  __m512i sc[8];               // sub-block scales (int32)
+  __m512i mn[4];               // the mins of sub-blocks 2c, 2c + 1 as an int16 pair
+  __m512 d, dmin;
+};
+
+// rows[r] + off: super-block b of tile row r.
+CLOVER_INLINE void unpack_q4_k_tile(const uint8_t* const* rows, size_t off, Q4KTileBlock& t) {
+  // Headers: z[g] = the 16-byte headers of rows g, g + 4, g + 8, g + 12; a 4 x 4 dword transpose
+  // inside each 128-bit lane gives h[k], lane 4L + g = dword k of row 4L + g.
+  __m512i z[4];
+  CLOVER_UNROLL
+  for (int g = 0; g < 4; ++g) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g] + off)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 4] + off)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 8] + off)), 2);
+    z[g] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 12] + off)), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  const __m512i h0 = _mm512_unpacklo_epi64(t0, t2), h1 = _mm512_unpackhi_epi64(t0, t2);
+  const __m512i h2 = _mm512_unpacklo_epi64(t1, t3), h3 = _mm512_unpackhi_epi64(t1, t3);
+  t.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h0));
+  t.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h0, 16)));
+  // k4_scale_min, byte-wise in every lane: scale bytes 0..3 in h1, 4..7 in h2, 8..11 in h3.
+  const __m512i m6 = _mm512_set1_epi8(0x3f), m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03);
+  const __m512i sc03 = _mm512_and_si512(h1, m6), mn03 = _mm512_and_si512(h2, m6);
+  const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(h3, m4),
+                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h1, 6), m2), 4));
+  const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h3, 4), m4),
+                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h2, 6), m2), 4));
+  const __m512i ff = _mm512_set1_epi32(0xff);
+  CLOVER_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    t.sc[j] = _mm512_and_si512(_mm512_srli_epi32(sc03, 8 * j), ff);
+    t.sc[4 + j] = _mm512_and_si512(_mm512_srli_epi32(sc47, 8 * j), ff);
+  }
+  const __m512i p0 = _mm512_load_si512(kPair0.data()), p1 = _mm512_load_si512(kPair1.data());
+  t.mn[0] = _mm512_shuffle_epi8(mn03, p0);
+  t.mn[1] = _mm512_shuffle_epi8(mn03, p1);
+  t.mn[2] = _mm512_shuffle_epi8(mn47, p0);
+  t.mn[3] = _mm512_shuffle_epi8(mn47, p1);
+  // qs: two 16 x 16 dword transposes (bytes 0..63 and 64..127).
+  CLOVER_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    __m512i v[16];
+    CLOVER_UNROLL
+    for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_si512(rows[r] + off + 16 + 64 * h);
+    transpose16(v);
+    CLOVER_UNROLL
+    for (int i = 0; i < 16; ++i) {
+      const int m = 16 * h + i;  // qs dword m: chunk m / 8, quad m % 8
+      t.lo[m / 8][m % 8] = _mm512_and_si512(v[i], m4);
+      t.hi[m / 8][m % 8] = _mm512_and_si512(_mm512_srli_epi16(v[i], 4), m4);
+    }
+  }
+}
+
+// The rows' products with NA activation super-blocks, added into acc / accm in the twin's order.
+template <int NA>
+CLOVER_INLINE void q4_k_tile_block(const Q4KTileBlock& t, const BlockQ8_K* const* a, int64_t b, int group,
+                                   __m512* acc, __m512* accm) {
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) {
+    const BlockQ8_K& y = a[r][b];
+    const auto* aq = reinterpret_cast<const unaligned_i32*>(y.qs);
+    // The activation sums of the 8 sub-blocks of 32, as int16 pairs (sub-blocks 2c, 2c + 1).
+    const __m256i b32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)),
+                                          _mm256_set1_epi16(1));
+    alignas(32) int32_t bp[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bp), _mm256_packs_epi32(b32, b32));  // pairs 0, 1 | 2, 3
+    __m512i p[8];
+    CLOVER_UNROLL
+    for (int j = 0; j < 8; ++j) p[j] = _mm512_setzero_si512();
+    CLOVER_UNROLL
+    for (int k = 0; k < 8; ++k)
+      CLOVER_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        p[2 * c] = _mm512_dpbusd_epi32(p[2 * c], t.lo[c][k], _mm512_set1_epi32(aq[16 * c + k]));
+        p[2 * c + 1] = _mm512_dpbusd_epi32(p[2 * c + 1], t.hi[c][k], _mm512_set1_epi32(aq[16 * c + 8 + k]));
+      }
+    const __m512 da = _mm512_set1_ps(y.d);
+    const __m512 ds = _mm512_mul_ps(t.d, da), dm = _mm512_mul_ps(t.dmin, da);
+    static constexpr int kBp[4] = {0, 1, 4, 5};  // where the packs put pair c
+    if (group == 64) {
+      CLOVER_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        const __m512i s = _mm512_add_epi32(_mm512_mullo_epi32(p[2 * c], t.sc[2 * c]),
+                                           _mm512_mullo_epi32(p[2 * c + 1], t.sc[2 * c + 1]));
+        const __m512i m = _mm512_dpwssd_epi32(_mm512_setzero_si512(), t.mn[c], _mm512_set1_epi32(bp[kBp[c]]));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), ds, acc[r]);
+        accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm, accm[r]);
+      }
+    } else {
+      __m512i s = _mm512_mullo_epi32(p[0], t.sc[0]), m = _mm512_setzero_si512();
+      CLOVER_UNROLL
+      for (int j = 1; j < 8; ++j) s = _mm512_add_epi32(s, _mm512_mullo_epi32(p[j], t.sc[j]));
+      CLOVER_UNROLL
+      for (int c = 0; c < 4; ++c) m = _mm512_dpwssd_epi32(m, t.mn[c], _mm512_set1_epi32(bp[kBp[c]]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), ds, acc[r]);
+      accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm, accm[r]);
+    }
+  }
+}
+
+template <int NA>
+void tile_q4_k(const uint8_t* const* rows, const BlockQ8_K* const* a, int64_t nb, int group, float* const* out,
+               const uint8_t* pf) {
+  alignas(64) Q4KTileBlock t;
+  __m512 acc[NA], accm[NA];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) acc[r] = accm[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, pf += 16 * sizeof(BlockQ4_K)) {
+    prefetch_span<16 * sizeof(BlockQ4_K)>(pf);
+    unpack_q4_k_tile(rows, static_cast<size_t>(b) * sizeof(BlockQ4_K), t);
+    q4_k_tile_block<NA>(t, a, b, group, acc, accm);
+  }
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out[r], _mm512_sub_ps(acc[r], accm[r]));
+}
+
+void run_q4_k_blocks(const MatmulCall& c) {
+  const auto* wbase = static_cast<const uint8_t*>(c.w->data);
+  const int64_t nb = c.w->cols / kQK_K;
+  const int group = q4_k_group(c.order);
+  const int64_t panel = panel_rows(static_cast<size_t>(nb) * sizeof(BlockQ8_K), kNA);
+  // Tiles of 16 rows from a multiple of 8; rows outside [o_begin, o_end) or past the matrix are
+  // computed into scratch (a last 8-row tile repeats its rows) and dropped.
+  const int64_t t_begin = c.o_begin / 8 * 8;
+  for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
+    const int64_t p1 = std::min(c.n, p0 + panel);
+    for (int64_t o = t_begin; o < c.o_end; o += 16) {
+      const int64_t nrows = std::min<int64_t>(16, c.w->rows - o);  // 8 or 16
+      const uint8_t* rows[16];
+      for (int r = 0; r < 16; ++r)
+        rows[r] = wbase + static_cast<size_t>(o + (r < nrows ? r : r - 8)) * c.w->row_stride;
+      const uint8_t* pf = wbase + static_cast<size_t>(o + 16) * c.w->row_stride;
+      const bool whole = nrows == 16 && o >= c.o_begin && o + 16 <= c.o_end;
+      for (int64_t i0 = p0; i0 < p1; i0 += kNA) {
+        const int na = static_cast<int>(std::min<int64_t>(kNA, p1 - i0));
+        const BlockQ8_K* a[kNA];
+        float* out[kNA];
+        alignas(64) float tmp[kNA][16];
+        for (int r = 0; r < na; ++r) {
+          a[r] = static_cast<const BlockQ8_K*>(c.acts->row(c.act_index(i0 + r)));
+          out[r] = whole ? c.y + (i0 + r) * c.ldy + o : tmp[r];
+        }
+        switch (na) {
+          case 4: tile_q4_k<4>(rows, a, nb, group, out, pf); break;
+          case 3: tile_q4_k<3>(rows, a, nb, group, out, pf); break;
+          case 2: tile_q4_k<2>(rows, a, nb, group, out, pf); break;
+          default: tile_q4_k<1>(rows, a, nb, group, out, pf); break;
+        }
+        if (!whole)
+          for (int r = 0; r < na; ++r)
+            for (int64_t i = std::max(o, c.o_begin); i < std::min({o + 16, o + nrows, c.o_end}); ++i)
+              c.y[(i0 + r) * c.ldy + i] = tmp[r][i - o];
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K and Q5_K, vec_dot's lanes order: one weight row, each super-block unpacked once for a
+// panel of up to kRowPanel activation rows (their 8 float lanes kept on the stack).
+
+constexpr int kRowPanel = 64;
+
+// vpermw indices: int16 lane p of step s takes element base(s) + p / 8 (a scale per 16 values).
+constexpr std::array<int16_t, 32> scale_index(int first, int per) {
+  std::array<int16_t, 32> idx{};
+  for (int p = 0; p < 32; ++p) idx[p] = static_cast<int16_t>(first + p / per);
+  return idx;
+}
+alignas(64) constexpr std::array<std::array<int16_t, 32>, 4> kQ6ScaleIdx = {
+    scale_index(0, 8), scale_index(4, 8), scale_index(8, 8), scale_index(12, 8)};
+alignas(64) constexpr std::array<std::array<int16_t, 32>, 4> kQ5ScaleIdx = {
+    scale_index(0, 16), scale_index(2, 16), scale_index(4, 16), scale_index(6, 16)};
+
+// Q6_K: out[r][o] = q6_k_dot_lanes8_ref(w, a[r], nb). Step s (0..3) holds values 64s .. 64s + 63:
+// half h = s / 2, groups 4h + 2 (s % 2) and + 1: low (s even) or high nibbles of ql[64h .. 64h +
+// 63], the high 2 bits from qh[32h .. 32h + 31] shifted by 0, 2 (s even) or 4, 6 per 256-bit half.
+void q6_k_row(const BlockQ6_K* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
+  const __m512i sh_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  const __m512i sh_hi = _mm512_add_epi16(sh_lo, _mm512_set1_epi16(4));
+  alignas(32) float acc[kRowPanel][8];
+  for (int r = 0; r < na; ++r) _mm256_store_ps(acc[r], _mm256_setzero_ps());
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ6_K& x = w[b];
+    __m512i q[4], sc[4];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i l = _mm512_loadu_si512(x.ql + 64 * h);
+      const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h)));
+      q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                 _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, sh_lo), m3), 4));
+      q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, sh_hi), m3), 4));
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
+    for (int s = 0; s < 4; ++s)
+      sc[s] = _mm512_permutexvar_epi16(_mm512_load_si512(kQ6ScaleIdx[s].data()), _mm512_castsi256_si512(sc16));
+    const float dw = _cvtsh_ss(x.d);
+    for (int r = 0; r < na; ++r) {
+      const BlockQ8_K& y = a[r][b];
+      __m512i sumi = _mm512_setzero_si512();
+      for (int s = 0; s < 4; ++s)
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[s], _mm512_loadu_si512(y.qs + 64 * s)), sc[s]);
+      // Lane l of the -32 offset: scales 2l, 2l + 1 times the activation sums of their 16 values.
+      const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), sc16);
+      const __m256i lanes = _mm256_sub_epi32(fold_halves(sumi), _mm256_slli_epi32(off, 5));
+      _mm256_store_ps(acc[r], _mm256_fmadd_ps(_mm256_set1_ps(y.d * dw), _mm256_cvtepi32_ps(lanes), _mm256_load_ps(acc[r])));
+    }
+  }
+  for (int r = 0; r < na; ++r) out[r][o] = hsum8(_mm256_load_ps(acc[r]));
+}
+
+// Q5_K: out[r][o] = q5_k_dot_lanes8_ref(w, a[r], nb). Step c (0..3) holds values 64c .. 64c + 63:
+// the low (first half) and high (second half) nibbles of qs[32c .. 32c + 31], bit 4 from bits 2c
+// and 2c + 1 of qh.
+void q5_k_row(const BlockQ5_K* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m1 = _mm512_set1_epi8(1);
+  const __m512i sh4 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+  const __m512i sh1 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
+  alignas(32) float acc[kRowPanel][8];
+  float summs[kRowPanel];
+  for (int r = 0; r < na; ++r) _mm256_store_ps(acc[r], _mm256_setzero_ps()), summs[r] = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ5_K& x = w[b];
+    // k4_scale_min on the three dwords of the scale bytes.
+    uint32_t u[3];
+    std::memcpy(u, x.scales, 12);
+    const uint64_t sc = (uint64_t{(u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)} << 32) | (u[0] & 0x3f3f3f3fu);
+    const uint64_t mn = (uint64_t{((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4)} << 32) | (u[1] & 0x3f3f3f3fu);
+    const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc)));
+    const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn)));
+    const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh)));
+    __m512i q[4], s16[4];
+    for (int c = 0; c < 4; ++c) {
+      const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c)));
+      const __m512i lo = _mm512_and_si512(_mm512_srlv_epi16(bits, sh4), m4);
+      const __m512i h = _mm512_and_si512(_mm512_srlv_epi16(hb, _mm512_add_epi16(sh1, _mm512_set1_epi16(
+                                                                  static_cast<short>(2 * c)))), m1);
+      q[c] = _mm512_or_si512(lo, _mm512_slli_epi16(h, 4));
+      s16[c] = _mm512_permutexvar_epi16(_mm512_load_si512(kQ5ScaleIdx[c].data()), _mm512_castsi128_si512(sc16));
+    }
+    const float dw = _cvtsh_ss(x.d), dminw = _cvtsh_ss(x.dmin);
+    for (int r = 0; r < na; ++r) {
+      const BlockQ8_K& y = a[r][b];
+      __m512i sumi = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c)
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[c], _mm512_loadu_si512(y.qs + 64 * c)), s16[c]);
+      // The mins: sum over sub-blocks of min x (activation sum of its 32 values), exact.
+      const __m256i b32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)),
+                                            _mm256_set1_epi16(1));
+      const __m128i b16 = _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256(b32, 1));
+      __m128i mv = _mm_madd_epi16(mn16, b16);
+      mv = _mm_add_epi32(mv, _mm_unpackhi_epi64(mv, mv));
+      mv = _mm_add_epi32(mv, _mm_shuffle_epi32(mv, 1));
+      summs[r] = std::fma(-y.d * dminw, static_cast<float>(_mm_cvtsi128_si32(mv)), summs[r]);
+      _mm256_store_ps(acc[r], _mm256_fmadd_ps(_mm256_set1_ps(y.d * dw), _mm256_cvtepi32_ps(fold_halves(sumi)),
+                                              _mm256_load_ps(acc[r])));
+    }
+  }
+  for (int r = 0; r < na; ++r) out[r][o] = hsum8(_mm256_load_ps(acc[r])) + summs[r];
+}
+
+template <class Block, class RowFn>
+void run_rows(const MatmulCall& c, RowFn row_fn) {
+  const auto* wbase = static_cast<const uint8_t*>(c.w->data);
+  const int64_t nb = c.w->cols / kQK_K;
+  const int64_t panel = std::min<int64_t>(kRowPanel, panel_rows(dtype_row_bytes(DType::Q8_K, c.w->cols), 1));
+  for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
+    const int na = static_cast<int>(std::min(c.n, p0 + panel) - p0);
+    const BlockQ8_K* a[kRowPanel];
+    float* out[kRowPanel];
+    for (int r = 0; r < na; ++r) {
+      a[r] = static_cast<const BlockQ8_K*>(c.acts->row(c.act_index(p0 + r)));
+      out[r] = c.y + (p0 + r) * c.ldy;
+    }
+    for (int64_t o = c.o_begin; o < c.o_end; ++o) {
+      const uint8_t* wrow = wbase + static_cast<size_t>(o) * c.w->row_stride;
+      // The next row streams in while this one computes (decoding reads weights from DRAM).
+      for (size_t l = 0; l < c.w->row_stride; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(wrow + c.w->row_stride + l), _MM_HINT_T0);
+      row_fn(reinterpret_cast<const Block*>(wrow), a, na, nb, out, o);
+    }
+  }
+}
+
+}  // namespace
+
+void convert_q8_k_avx512(const float* x, int64_t cols, BlockQ8_K* row) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < cols / kQK_K; ++b, x += kQK_K) {
+    BlockQ8_K& y = row[b];
+    // The largest magnitude (a NaN is skipped: vmaxps returns its second operand), then the first
+    // value that has it, as the scalar loop's strict comparison picks it.
+    __m512 m = _mm512_setzero_ps();
+    for (int j = 0; j < kQK_K; j += 16) m = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)), m);
+    const float amax = _mm512_reduce_max_ps(m);
+    if (!(amax > 0.0f)) {
+      std::memset(&y, 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    float vmax = 0;
+    const __m512 am = _mm512_set1_ps(amax);
+    for (int j = 0; j < kQK_K; j += 16) {
+      const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)), am, _CMP_EQ_OQ);
+      if (hit) {
+        vmax = x[j + __builtin_ctz(hit)];
+        break;
+      }
+    }
+    const float iscale = -127.0f / vmax;
+    const __m512 is = _mm512_set1_ps(iscale);
+    const __m512i top = _mm512_set1_epi32(127);
+    for (int j = 0; j < kQK_K; j += 64) {
+      // cvtps2dq rounds half to even (MXCSR default), as nearbyint does; out-of-range values (a NaN
+      // or an infinite scale) become INT_MIN there as in the scalar cast, and vpmovdb truncates to
+      // int8 as the scalar cast does.
+      __m128i q[4];
+      for (int k = 0; k < 4; ++k)
+        q[k] = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(x + j + 16 * k))), top));
+      __m512i v = _mm512_inserti32x4(_mm512_castsi128_si512(q[0]), q[1], 1);
+      v = _mm512_inserti32x4(_mm512_inserti32x4(v, q[2], 2), q[3], 3);
+      _mm512_storeu_si512(y.qs + j, v);
+    }
+    // The 16 sums of 16 values: vpsadbw of the bytes + 128 gives sums of 8, added in pairs, less
+    // 16 x 128.
+    for (int j = 0; j < kQK_K; j += 64) {
+      __m512i t = _mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512(y.qs + j), _mm512_set1_epi8(-128)),
+                                  _mm512_setzero_si512());
+      t = _mm512_maskz_compress_epi64(0x55, _mm512_add_epi64(t, _mm512_bsrli_epi128(t, 8)));
+      const __m128i sums = _mm_sub_epi16(_mm512_cvtepi64_epi16(t), _mm_set1_epi16(16 * 128));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(y.bsums + j / 16), sums);
+    }
+    y.d = 1.0f / iscale;
+  }
+}
+
+void matmul_kquant_avx512(const MatmulCall& c) {
+  switch (c.w->type) {
+    case DType::Q4_K:
+      if (q4_k_blocks_order(c.w->rows)) return run_q4_k_blocks(c);
+      break;
+    case DType::Q6_K: return run_rows<BlockQ6_K>(c, q6_k_row);
+    case DType::Q5_K: return run_rows<BlockQ5_K>(c, q5_k_row);
+    default: break;
+  }
+  matmul_kquant_avx2(c);
+}
+
+}  // namespace clover::kernels::detail
