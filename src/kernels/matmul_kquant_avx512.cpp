@@ -23,7 +23,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "kernels/convert.h"
 #include "kernels/kquant.h"
@@ -227,6 +229,17 @@ void tile_q4_k(const uint8_t* const* rows, const BlockQ8_K* const* a, int64_t nb
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out[r], _mm512_sub_ps(acc[r], accm[r]));
 }
 
+// A tile's super-blocks unpacked once, for a panel of more activation rows than one pass takes.
+template <int NA>
+void tile_q4_k_unpacked(const Q4KTileBlock* t, const BlockQ8_K* const* a, int64_t nb, int group, float* const* out) {
+  __m512 acc[NA], accm[NA];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) acc[r] = accm[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) q4_k_tile_block<NA>(t[b], a, b, group, acc, accm);
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out[r], _mm512_sub_ps(acc[r], accm[r]));
+}
+
 void run_q4_k_blocks(const MatmulCall& c) {
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
   const int64_t nb = c.w->cols / kQK_K;
@@ -235,6 +248,7 @@ void run_q4_k_blocks(const MatmulCall& c) {
   // Tiles of 16 rows from a multiple of 8; rows outside [o_begin, o_end) or past the matrix are
   // computed into scratch (a last 8-row tile repeats its rows) and dropped.
   const int64_t t_begin = c.o_begin / 8 * 8;
+  thread_local std::vector<Q4KTileBlock> tiles;
   for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
     const int64_t p1 = std::min(c.n, p0 + panel);
     for (int64_t o = t_begin; o < c.o_end; o += 16) {
@@ -244,6 +258,12 @@ void run_q4_k_blocks(const MatmulCall& c) {
         rows[r] = wbase + static_cast<size_t>(o + (r < nrows ? r : r - 8)) * c.w->row_stride;
       const uint8_t* pf = wbase + static_cast<size_t>(o + 16) * c.w->row_stride;
       const bool whole = nrows == 16 && o >= c.o_begin && o + 16 <= c.o_end;
+      // More activation rows than one pass: unpack the tile once (L2-resident) for all of them.
+      const bool unpacked = p1 - p0 > kNA;
+      if (unpacked) {
+        if (tiles.size() < static_cast<size_t>(nb)) tiles.resize(static_cast<size_t>(nb));
+        for (int64_t b = 0; b < nb; ++b) unpack_q4_k_tile(rows, static_cast<size_t>(b) * sizeof(BlockQ4_K), tiles[b]);
+      }
       for (int64_t i0 = p0; i0 < p1; i0 += kNA) {
         const int na = static_cast<int>(std::min<int64_t>(kNA, p1 - i0));
         const BlockQ8_K* a[kNA];
@@ -253,11 +273,20 @@ void run_q4_k_blocks(const MatmulCall& c) {
           a[r] = static_cast<const BlockQ8_K*>(c.acts->row(c.act_index(i0 + r)));
           out[r] = whole ? c.y + (i0 + r) * c.ldy + o : tmp[r];
         }
-        switch (na) {
-          case 4: tile_q4_k<4>(rows, a, nb, group, out, pf); break;
-          case 3: tile_q4_k<3>(rows, a, nb, group, out, pf); break;
-          case 2: tile_q4_k<2>(rows, a, nb, group, out, pf); break;
-          default: tile_q4_k<1>(rows, a, nb, group, out, pf); break;
+        if (unpacked) {
+          switch (na) {
+            case 4: tile_q4_k_unpacked<4>(tiles.data(), a, nb, group, out); break;
+            case 3: tile_q4_k_unpacked<3>(tiles.data(), a, nb, group, out); break;
+            case 2: tile_q4_k_unpacked<2>(tiles.data(), a, nb, group, out); break;
+            default: tile_q4_k_unpacked<1>(tiles.data(), a, nb, group, out); break;
+          }
+        } else {
+          switch (na) {
+            case 4: tile_q4_k<4>(rows, a, nb, group, out, pf); break;
+            case 3: tile_q4_k<3>(rows, a, nb, group, out, pf); break;
+            case 2: tile_q4_k<2>(rows, a, nb, group, out, pf); break;
+            default: tile_q4_k<1>(rows, a, nb, group, out, pf); break;
+          }
         }
         if (!whole)
           for (int r = 0; r < na; ++r)
@@ -373,6 +402,231 @@ void q5_k_row(const BlockQ5_K* w, const BlockQ8_K* const* a, int na, int64_t nb,
   for (int r = 0; r < na; ++r) out[r][o] = hsum8(_mm256_load_ps(acc[r])) + summs[r];
 }
 
+// ---------------------------------------------------------------------------------------------
+// Q6_K and Q5_K for panels of several activation rows: 16-row tiles with lanes = rows, as for
+// Q4_K, in vec_dot's 8-lane order. Per super-block, quad l of group g of every row is one vector
+// (w[g][l]); vpmaddubsw against the activation's 4 bytes, broadcast, and vpdpwssd with the rows'
+// scale of that quad as an int16 pair add scale x quad into lane l's int32 vector (lanes[l]: lane
+// l of every row at once). The float steps are the twin's, 16 rows at a time, and hsum_float_8's
+// tree is the same adds between the 8 lane vectors.
+
+constexpr int kLanesTileMinRows = 4;  // activation rows from which a panel takes the tiles
+
+struct LanesTileBlock {
+  __m512i w[8][8];   // group g, quad l: the 4 unsigned values 32g + 4l .. +3 of every row
+  __m512i sp[8][2];  // the scale of group g's quads l < 4 / l >= 4, as an int16 pair (sc, sc)
+  __m512i op[8];     // Q6_K: the scales of sub-blocks 2l, 2l + 1 as an int16 pair (the -32 offset)
+  __m512i mn[4];     // Q5_K: the mins of sub-blocks 2c, 2c + 1 as an int16 pair
+  __m512 d, dmin;
+};
+
+// pshufb indices: every dword's int16 pair takes bytes (i, j) of that dword in the high bytes (a
+// vpsraw by 8 then sign-extends them), or in the low bytes (zero-extended) with `low`.
+constexpr std::array<int8_t, 64> pair_bytes(int i, int j, bool low) {
+  std::array<int8_t, 64> idx{};
+  for (int k = 0; k < 64; k += 4) {
+    const int base = k % 16;
+    idx[k] = static_cast<int8_t>(low ? base + i : -1);
+    idx[k + 1] = static_cast<int8_t>(low ? -1 : base + i);
+    idx[k + 2] = static_cast<int8_t>(low ? base + j : -1);
+    idx[k + 3] = static_cast<int8_t>(low ? -1 : base + j);
+  }
+  return idx;
+}
+constexpr std::array<std::array<int8_t, 64>, 4> pair_table(bool low, bool same) {
+  return {pair_bytes(0, same ? 0 : 1, low), pair_bytes(1, same ? 1 : 2, low), pair_bytes(2, same ? 2 : 3, low),
+          pair_bytes(3, same ? 3 : 0, low)};
+}
+alignas(64) constexpr auto kSameSigned = pair_table(false, true);  // (b, b), b = byte k of the dword, signed
+alignas(64) constexpr auto kSameUnsigned = pair_table(true, true);
+alignas(64) constexpr std::array<std::array<int8_t, 64>, 2> kPairSigned = {pair_bytes(0, 1, false),
+                                                                             pair_bytes(2, 3, false)};
+
+CLOVER_INLINE __m512i pair_signed(__m512i v, const std::array<int8_t, 64>& idx) {
+  return _mm512_srai_epi16(_mm512_shuffle_epi8(v, _mm512_load_si512(idx.data())), 8);
+}
+
+// Rows r's 16 bytes at p[r] + off: dword k of every row, lanes = rows (h[k]).
+CLOVER_INLINE void transpose_headers(const uint8_t* const* rows, size_t off, __m512i h[4]) {
+  __m512i z[4];
+  CLOVER_UNROLL
+  for (int g = 0; g < 4; ++g) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g] + off)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 4] + off)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 8] + off)), 2);
+    z[g] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 12] + off)), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  h[0] = _mm512_unpacklo_epi64(t0, t2);
+  h[1] = _mm512_unpackhi_epi64(t0, t2);
+  h[2] = _mm512_unpacklo_epi64(t1, t3);
+  h[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// 64 bytes at rows[r] + off (16 dwords, or 8 with `half`), transposed: v[i] = dword i of every row.
+CLOVER_INLINE void transpose_rows(const uint8_t* const* rows, size_t off, __m512i v[16], bool half = false) {
+  CLOVER_UNROLL
+  for (int r = 0; r < 16; ++r)
+    v[r] = half ? _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + off)))
+                : _mm512_loadu_si512(rows[r] + off);
+  transpose16(v);
+}
+
+void unpack_q6_k_tile(const uint8_t* const* rows, size_t off, LanesTileBlock& t) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
+  __m512i ql[32], qh[16];
+  transpose_rows(rows, off, ql);
+  transpose_rows(rows, off + 64, ql + 16);
+  transpose_rows(rows, off + 128, qh);
+  // Group g = 4h + gg, quad l: low bits from ql dword 16h + 8 (gg & 1) + l (high nibbles for
+  // gg >= 2), high bits 2gg, 2gg + 1 of qh dword 8h + l.
+  CLOVER_UNROLL
+  for (int g = 0; g < 8; ++g) {
+    const int h = g / 4, gg = g % 4;
+    CLOVER_UNROLL
+    for (int l = 0; l < 8; ++l) {
+      const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(ql[16 * h + 8 * (gg & 1) + l], 4 * (gg >> 1)), m4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh[8 * h + l], 2 * gg), m3);
+      t.w[g][l] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+    }
+  }
+  __m512i sc[4];  // the 16 signed scales: byte k of sc[j / 4] is scale 4 (j / 4) + k
+  transpose_headers(rows, off + 192, sc);
+  CLOVER_UNROLL
+  for (int g = 0; g < 8; ++g)
+    CLOVER_UNROLL
+    for (int hl = 0; hl < 2; ++hl) {
+      const int j = 2 * g + hl;  // sub-block of 16
+      t.sp[g][hl] = pair_signed(sc[j / 4], kSameSigned[j % 4]);
+    }
+  CLOVER_UNROLL
+  for (int l = 0; l < 8; ++l) t.op[l] = pair_signed(sc[l / 2], kPairSigned[l % 2]);
+  alignas(32) uint16_t d16[16];
+  for (int r = 0; r < 16; ++r) std::memcpy(&d16[r], rows[r] + off + offsetof(BlockQ6_K, d), 2);
+  t.d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d16)));
+}
+
+void unpack_q5_k_tile(const uint8_t* const* rows, size_t off, LanesTileBlock& t) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m1 = _mm512_set1_epi8(1);
+  __m512i h[4];
+  transpose_headers(rows, off, h);
+  t.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+  t.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+  const __m512i m6 = _mm512_set1_epi8(0x3f), m2 = _mm512_set1_epi8(0x03);
+  const __m512i sc03 = _mm512_and_si512(h[1], m6), mn03 = _mm512_and_si512(h[2], m6);
+  const __m512i sc47 = _mm512_or_si512(_mm512_and_si512(h[3], m4),
+                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[1], 6), m2), 4));
+  const __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4),
+                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[2], 6), m2), 4));
+  CLOVER_UNROLL
+  for (int g = 0; g < 8; ++g) {
+    t.sp[g][0] = _mm512_shuffle_epi8(g < 4 ? sc03 : sc47, _mm512_load_si512(kSameUnsigned[g % 4].data()));
+    t.sp[g][1] = t.sp[g][0];
+  }
+  const __m512i p0 = _mm512_load_si512(kPair0.data()), p1 = _mm512_load_si512(kPair1.data());
+  t.mn[0] = _mm512_shuffle_epi8(mn03, p0);
+  t.mn[1] = _mm512_shuffle_epi8(mn03, p1);
+  t.mn[2] = _mm512_shuffle_epi8(mn47, p0);
+  t.mn[3] = _mm512_shuffle_epi8(mn47, p1);
+  __m512i qs[32], qh[16];
+  transpose_rows(rows, off + 48, qs);
+  transpose_rows(rows, off + 112, qs + 16);
+  transpose_rows(rows, off + 16, qh, true);
+  // Group g, quad l: qs dword 8 (g / 2) + l (high nibbles for odd g), bit g of qh dword l.
+  CLOVER_UNROLL
+  for (int g = 0; g < 8; ++g)
+    CLOVER_UNROLL
+    for (int l = 0; l < 8; ++l) {
+      const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(qs[8 * (g / 2) + l], 4 * (g % 2)), m4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh[l], g), m1);
+      t.w[g][l] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+    }
+}
+
+// One activation row against a tile's nb unpacked super-blocks; out: the 16 rows' results.
+template <bool kQ6>
+void lanes_tile_row(const LanesTileBlock* t, const BlockQ8_K* a, int64_t nb, float* out) {
+  __m512 acc[8];
+  __m512 summs = _mm512_setzero_ps();
+  CLOVER_UNROLL
+  for (int l = 0; l < 8; ++l) acc[l] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const LanesTileBlock& x = t[b];
+    const BlockQ8_K& y = a[b];
+    const auto* aq = reinterpret_cast<const unaligned_i32*>(y.qs);
+    __m512i lanes[8];
+    CLOVER_UNROLL
+    for (int l = 0; l < 8; ++l) lanes[l] = _mm512_setzero_si512();
+    CLOVER_UNROLL
+    for (int g = 0; g < 8; ++g)
+      CLOVER_UNROLL
+      for (int l = 0; l < 8; ++l)
+        lanes[l] = _mm512_dpwssd_epi32(lanes[l], _mm512_maddubs_epi16(x.w[g][l], _mm512_set1_epi32(aq[8 * g + l])),
+                                       x.sp[g][l / 4]);
+    if constexpr (kQ6) {
+      const auto* bs = reinterpret_cast<const unaligned_i32*>(y.bsums);
+      CLOVER_UNROLL
+      for (int l = 0; l < 8; ++l) {
+        const __m512i off = _mm512_dpwssd_epi32(_mm512_setzero_si512(), x.op[l], _mm512_set1_epi32(bs[l]));
+        lanes[l] = _mm512_sub_epi32(lanes[l], _mm512_slli_epi32(off, 5));
+      }
+    } else {
+      const __m256i b32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)),
+                                            _mm256_set1_epi16(1));
+      alignas(32) int32_t bp[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bp), _mm256_packs_epi32(b32, b32));
+      static constexpr int kBp[4] = {0, 1, 4, 5};
+      __m512i m = _mm512_setzero_si512();
+      CLOVER_UNROLL
+      for (int c = 0; c < 4; ++c) m = _mm512_dpwssd_epi32(m, x.mn[c], _mm512_set1_epi32(bp[kBp[c]]));
+      summs = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-y.d), x.dmin), _mm512_cvtepi32_ps(m), summs);
+    }
+    const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(y.d), x.d);
+    CLOVER_UNROLL
+    for (int l = 0; l < 8; ++l) acc[l] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(lanes[l]), acc[l]);
+  }
+  // hsum_float_8 per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+  const __m512 r0 = _mm512_add_ps(acc[4], acc[0]), r1 = _mm512_add_ps(acc[5], acc[1]);
+  const __m512 r2 = _mm512_add_ps(acc[6], acc[2]), r3 = _mm512_add_ps(acc[7], acc[3]);
+  __m512 v = _mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3));
+  if constexpr (!kQ6) v = _mm512_add_ps(v, summs);
+  _mm512_storeu_ps(out, v);
+}
+
+template <bool kQ6>
+void run_lanes_tiles(const MatmulCall& c) {
+  const auto* wbase = static_cast<const uint8_t*>(c.w->data);
+  const int64_t nb = c.w->cols / kQK_K;
+  const size_t block = kQ6 ? sizeof(BlockQ6_K) : sizeof(BlockQ5_K);
+  const int64_t panel = panel_rows(static_cast<size_t>(nb) * sizeof(BlockQ8_K), 1);
+  thread_local std::vector<LanesTileBlock> tiles;
+  if (tiles.size() < static_cast<size_t>(nb)) tiles.resize(static_cast<size_t>(nb));
+  for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
+    const int64_t p1 = std::min(c.n, p0 + panel);
+    for (int64_t o = c.o_begin; o < c.o_end; o += 16) {
+      const int64_t nrows = std::min<int64_t>(16, c.o_end - o);
+      const uint8_t* rows[16];
+      for (int r = 0; r < 16; ++r) rows[r] = wbase + static_cast<size_t>(o + std::min<int64_t>(r, nrows - 1)) * c.w->row_stride;
+      for (int64_t b = 0; b < nb; ++b) {
+        if constexpr (kQ6) unpack_q6_k_tile(rows, static_cast<size_t>(b) * block, tiles[b]);
+        else unpack_q5_k_tile(rows, static_cast<size_t>(b) * block, tiles[b]);
+      }
+      for (int64_t i = p0; i < p1; ++i) {
+        const auto* a = static_cast<const BlockQ8_K*>(c.acts->row(c.act_index(i)));
+        float* y = c.y + i * c.ldy + o;
+        if (nrows == 16) {
+          lanes_tile_row<kQ6>(tiles.data(), a, nb, y);
+        } else {
+          alignas(64) float tmp[16];
+          lanes_tile_row<kQ6>(tiles.data(), a, nb, tmp);
+          std::memcpy(y, tmp, sizeof(float) * static_cast<size_t>(nrows));
+        }
+      }
+    }
+  }
+}
+
 template <class Block, class RowFn>
 void run_rows(const MatmulCall& c, RowFn row_fn) {
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
@@ -452,8 +706,8 @@ void matmul_kquant_avx512(const MatmulCall& c) {
     case DType::Q4_K:
       if (q4_k_blocks_order(c.w->rows)) return run_q4_k_blocks(c);
       break;
-    case DType::Q6_K: return run_rows<BlockQ6_K>(c, q6_k_row);
-    case DType::Q5_K: return run_rows<BlockQ5_K>(c, q5_k_row);
+    case DType::Q6_K: return c.n >= kLanesTileMinRows ? run_lanes_tiles<true>(c) : run_rows<BlockQ6_K>(c, q6_k_row);
+    case DType::Q5_K: return c.n >= kLanesTileMinRows ? run_lanes_tiles<false>(c) : run_rows<BlockQ5_K>(c, q5_k_row);
     default: break;
   }
   matmul_kquant_avx2(c);
