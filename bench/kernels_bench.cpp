@@ -242,7 +242,7 @@ void register_all() {
   }
   struct Shape { int64_t rows, cols; };
   const Shape shapes[] = {{128, 2048}, {512, 2048}, {2048, 512}, {8192, 2048}, {248320, 2048}};
-  const DType types[] = {DType::Q4_0, DType::Q8_0, DType::BF16, DType::F16, DType::F32, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  const DType types[] = {DType::Q4_0, DType::Q8_0, DType::BF16, DType::F16, DType::F32, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
   std::vector<Isa> isas;
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     if (static_cast<int>(isa) <= static_cast<int>(isa_best())) isas.push_back(isa);

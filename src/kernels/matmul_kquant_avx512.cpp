@@ -1,6 +1,7 @@
 // K-quant matmul with AVX-512 (F + BW + VL + VNNI + VBMI), for the types of the files people
-// download most: Q4_K (repacked orders), Q6_K and Q5_K (lanes order). Every other K-quant (and
-// Q4_K matrices whose row count is not a multiple of 8) runs matmul_kquant_avx2. The orders are
+// download most: Q4_K and IQ4_XS (repacked / panel orders, matrices of 8k rows), Q6_K and Q5_K
+// (lanes order). Every other K-quant (and Q4_K / IQ4_XS matrices whose row count is not a
+// multiple of 8) runs matmul_kquant_avx2. The orders are
 // the twins' (matmul_kquant.cpp): integer sums inside a super-block are exact in any grouping, so
 // the vector code only has to put the same integers into each float step the twin takes.
 //
@@ -29,6 +30,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/kquant.h"
+#include "kernels/legacy_quant.h"
 #include "kernels/matmul_internal.h"
 
 namespace clover::kernels::detail {
@@ -213,42 +215,136 @@ CLOVER_INLINE void q4_k_tile_block(const Q4KTileBlock& t, const BlockQ8_K* const
   }
 }
 
+// IQ4_XS, rows % 8 == 0 (the order of llama.cpp's IQ panel gemm): per super-block the exact
+// S = sum over sub-blocks of (ls - 32) x product, acc += S x (d_w d_a). The same tiles as Q4_K:
+// the table values + 128 as unsigned bytes (pshufb), vpdpbusd, and 128 x the activation sums of
+// the sub-block taken off again.
+struct IQ4XSTileBlock {
+  __m512i w[8][8];  // sub-block j, quad k: values 32j + 4k .. +3 (k < 4: low nibbles of qs dword 4j + k)
+  __m512i sc[8];    // ls - 32 (int32)
+  __m512 d;
+};
+
+CLOVER_INLINE void unpack_iq4_xs_tile(const uint8_t* const* rows, size_t off, IQ4XSTileBlock& t) {
+  // Headers: 16 bytes from each block start (d, scales_h, scales_l, and 8 qs bytes not used here).
+  __m512i z[4];
+  CLOVER_UNROLL
+  for (int g = 0; g < 4; ++g) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g] + off)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 4] + off)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 8] + off)), 2);
+    z[g] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 12] + off)), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t2 = _mm512_unpacklo_epi32(z[2], z[3]);
+  const __m512i h0 = _mm512_unpacklo_epi64(t0, t2), h1 = _mm512_unpackhi_epi64(t0, t2);
+  t.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h0));
+  const __m512i m4 = _mm512_set1_epi32(0x0f), m2 = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
+  CLOVER_UNROLL
+  for (int j = 0; j < 8; ++j) {
+    const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(h1, 8 * (j / 2) + 4 * (j % 2)), m4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(h0, 16 + 2 * j), m2);
+    t.sc[j] = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), bias);
+  }
+  const __m512i lut = _mm512_broadcast_i32x4(
+      _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)), _mm_set1_epi8(-128)));
+  const __m512i n4 = _mm512_set1_epi8(0x0f);
+  CLOVER_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    __m512i v[16];
+    CLOVER_UNROLL
+    for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_si512(rows[r] + off + 8 + 64 * h);
+    transpose16(v);
+    CLOVER_UNROLL
+    for (int i = 0; i < 16; ++i) {
+      const int m = 16 * h + i;  // qs dword m: sub-block m / 4, quads m % 4 (low) and m % 4 + 4 (high)
+      t.w[m / 4][m % 4] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v[i], n4));
+      t.w[m / 4][m % 4 + 4] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v[i], 4), n4));
+    }
+  }
+}
+
 template <int NA>
-void tile_q4_k(const uint8_t* const* rows, const BlockQ8_K* const* a, int64_t nb, int group, float* const* out,
-               const uint8_t* pf) {
-  alignas(64) Q4KTileBlock t;
+CLOVER_INLINE void iq4_xs_tile_block(const IQ4XSTileBlock& t, const BlockQ8_K* const* a, int64_t b, int /*group*/,
+                                     __m512* acc, __m512* /*accm*/) {
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) {
+    const BlockQ8_K& y = a[r][b];
+    const auto* aq = reinterpret_cast<const unaligned_i32*>(y.qs);
+    const __m256i b32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)),
+                                          _mm256_set1_epi16(1));
+    alignas(32) int32_t bs[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bs), _mm256_slli_epi32(b32, 7));  // 128 x sub-block sums
+    __m512i p[8];
+    CLOVER_UNROLL
+    for (int j = 0; j < 8; ++j) p[j] = _mm512_set1_epi32(-bs[j]);
+    CLOVER_UNROLL
+    for (int k = 0; k < 8; ++k)
+      CLOVER_UNROLL
+      for (int j = 0; j < 8; ++j) p[j] = _mm512_dpbusd_epi32(p[j], t.w[j][k], _mm512_set1_epi32(aq[8 * j + k]));
+    __m512i s = _mm512_mullo_epi32(p[0], t.sc[0]);
+    CLOVER_UNROLL
+    for (int j = 1; j < 8; ++j) s = _mm512_add_epi32(s, _mm512_mullo_epi32(p[j], t.sc[j]));
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(t.d, _mm512_set1_ps(y.d)), acc[r]);
+  }
+}
+
+// What the 16-row tile loop needs of a type.
+struct Q4KTiles {
+  using Tile = Q4KTileBlock;
+  static constexpr size_t kBlock = sizeof(BlockQ4_K);
+  static void unpack(const uint8_t* const* rows, size_t off, Tile& t) { unpack_q4_k_tile(rows, off, t); }
+  template <int NA>
+  static void block(const Tile& t, const BlockQ8_K* const* a, int64_t b, int group, __m512* acc, __m512* accm) {
+    q4_k_tile_block<NA>(t, a, b, group, acc, accm);
+  }
+};
+struct IQ4XSTiles {
+  using Tile = IQ4XSTileBlock;
+  static constexpr size_t kBlock = sizeof(BlockIQ4_XS);
+  static void unpack(const uint8_t* const* rows, size_t off, Tile& t) { unpack_iq4_xs_tile(rows, off, t); }
+  template <int NA>
+  static void block(const Tile& t, const BlockQ8_K* const* a, int64_t b, int group, __m512* acc, __m512* accm) {
+    iq4_xs_tile_block<NA>(t, a, b, group, acc, accm);
+  }
+};
+
+// Out[r]: acc - accm (accm stays zero for IQ4_XS: x - 0 is x).
+template <class K, int NA>
+void tile16(const uint8_t* const* rows, const BlockQ8_K* const* a, int64_t nb, int group, float* const* out,
+            const uint8_t* pf) {
+  alignas(64) typename K::Tile t;
   __m512 acc[NA], accm[NA];
   CLOVER_UNROLL
   for (int r = 0; r < NA; ++r) acc[r] = accm[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, pf += 16 * sizeof(BlockQ4_K)) {
-    prefetch_span<16 * sizeof(BlockQ4_K)>(pf);
-    unpack_q4_k_tile(rows, static_cast<size_t>(b) * sizeof(BlockQ4_K), t);
-    q4_k_tile_block<NA>(t, a, b, group, acc, accm);
+  for (int64_t b = 0; b < nb; ++b, pf += 16 * K::kBlock) {
+    prefetch_span<16 * K::kBlock>(pf);
+    K::unpack(rows, static_cast<size_t>(b) * K::kBlock, t);
+    K::template block<NA>(t, a, b, group, acc, accm);
   }
   CLOVER_UNROLL
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out[r], _mm512_sub_ps(acc[r], accm[r]));
 }
 
 // A tile's super-blocks unpacked once, for a panel of more activation rows than one pass takes.
-template <int NA>
-void tile_q4_k_unpacked(const Q4KTileBlock* t, const BlockQ8_K* const* a, int64_t nb, int group, float* const* out) {
+template <class K, int NA>
+void tile16_unpacked(const typename K::Tile* t, const BlockQ8_K* const* a, int64_t nb, int group, float* const* out) {
   __m512 acc[NA], accm[NA];
   CLOVER_UNROLL
   for (int r = 0; r < NA; ++r) acc[r] = accm[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) q4_k_tile_block<NA>(t[b], a, b, group, acc, accm);
+  for (int64_t b = 0; b < nb; ++b) K::template block<NA>(t[b], a, b, group, acc, accm);
   CLOVER_UNROLL
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out[r], _mm512_sub_ps(acc[r], accm[r]));
 }
 
-void run_q4_k_blocks(const MatmulCall& c) {
+template <class K>
+void run_tiles16(const MatmulCall& c, int group) {
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
   const int64_t nb = c.w->cols / kQK_K;
-  const int group = q4_k_group(c.order);
   const int64_t panel = panel_rows(static_cast<size_t>(nb) * sizeof(BlockQ8_K), kNA);
   // Tiles of 16 rows from a multiple of 8; rows outside [o_begin, o_end) or past the matrix are
   // computed into scratch (a last 8-row tile repeats its rows) and dropped.
   const int64_t t_begin = c.o_begin / 8 * 8;
-  thread_local std::vector<Q4KTileBlock> tiles;
+  thread_local std::vector<typename K::Tile> tiles;
   for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
     const int64_t p1 = std::min(c.n, p0 + panel);
     for (int64_t o = t_begin; o < c.o_end; o += 16) {
@@ -262,7 +358,7 @@ void run_q4_k_blocks(const MatmulCall& c) {
       const bool unpacked = p1 - p0 > kNA;
       if (unpacked) {
         if (tiles.size() < static_cast<size_t>(nb)) tiles.resize(static_cast<size_t>(nb));
-        for (int64_t b = 0; b < nb; ++b) unpack_q4_k_tile(rows, static_cast<size_t>(b) * sizeof(BlockQ4_K), tiles[b]);
+        for (int64_t b = 0; b < nb; ++b) K::unpack(rows, static_cast<size_t>(b) * K::kBlock, tiles[b]);
       }
       for (int64_t i0 = p0; i0 < p1; i0 += kNA) {
         const int na = static_cast<int>(std::min<int64_t>(kNA, p1 - i0));
@@ -275,17 +371,17 @@ void run_q4_k_blocks(const MatmulCall& c) {
         }
         if (unpacked) {
           switch (na) {
-            case 4: tile_q4_k_unpacked<4>(tiles.data(), a, nb, group, out); break;
-            case 3: tile_q4_k_unpacked<3>(tiles.data(), a, nb, group, out); break;
-            case 2: tile_q4_k_unpacked<2>(tiles.data(), a, nb, group, out); break;
-            default: tile_q4_k_unpacked<1>(tiles.data(), a, nb, group, out); break;
+            case 4: tile16_unpacked<K, 4>(tiles.data(), a, nb, group, out); break;
+            case 3: tile16_unpacked<K, 3>(tiles.data(), a, nb, group, out); break;
+            case 2: tile16_unpacked<K, 2>(tiles.data(), a, nb, group, out); break;
+            default: tile16_unpacked<K, 1>(tiles.data(), a, nb, group, out); break;
           }
         } else {
           switch (na) {
-            case 4: tile_q4_k<4>(rows, a, nb, group, out, pf); break;
-            case 3: tile_q4_k<3>(rows, a, nb, group, out, pf); break;
-            case 2: tile_q4_k<2>(rows, a, nb, group, out, pf); break;
-            default: tile_q4_k<1>(rows, a, nb, group, out, pf); break;
+            case 4: tile16<K, 4>(rows, a, nb, group, out, pf); break;
+            case 3: tile16<K, 3>(rows, a, nb, group, out, pf); break;
+            case 2: tile16<K, 2>(rows, a, nb, group, out, pf); break;
+            default: tile16<K, 1>(rows, a, nb, group, out, pf); break;
           }
         }
         if (!whole)
@@ -704,7 +800,10 @@ void convert_q8_k_avx512(const float* x, int64_t cols, BlockQ8_K* row) {
 void matmul_kquant_avx512(const MatmulCall& c) {
   switch (c.w->type) {
     case DType::Q4_K:
-      if (q4_k_blocks_order(c.w->rows)) return run_q4_k_blocks(c);
+      if (q4_k_blocks_order(c.w->rows)) return run_tiles16<Q4KTiles>(c, q4_k_group(c.order));
+      break;
+    case DType::IQ4_XS:
+      if (iq4_xs_blocks_order(c.w->rows)) return run_tiles16<IQ4XSTiles>(c, 0);
       break;
     case DType::Q6_K: return c.n >= kLanesTileMinRows ? run_lanes_tiles<true>(c) : run_rows<BlockQ6_K>(c, q6_k_row);
     case DType::Q5_K: return c.n >= kLanesTileMinRows ? run_lanes_tiles<false>(c) : run_rows<BlockQ5_K>(c, q5_k_row);
