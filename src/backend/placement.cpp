@@ -144,7 +144,8 @@ std::string Placement::describe() const {
   std::string where =
       cpu_layers == 0 ? ""
                       : fmt::format("layer{} on the CPU; ", cpu_layers == 1 ? " 0" : fmt::format("s 0-{}", cpu_layers - 1));
-  where += h == 0 ? fmt::format("every {}layer's experts on the device ({} layers)", cpu_layers ? "device " : "", n - cpu_layers)
+  where += h == 0 ? fmt::format("every {}layer's experts on the device ({} layer{})", cpu_layers ? "device " : "", n - cpu_layers,
+                                n - cpu_layers == 1 ? "" : "s")
                   : fmt::format("experts of layer{} {} in RAM ({} of {} {}layers)",
                                 ranges.find_first_of(",-") == std::string::npos ? "" : "s", ranges, h, n - cpu_layers,
                                 cpu_layers ? "device " : "");
