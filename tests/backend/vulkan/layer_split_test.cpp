@@ -211,7 +211,8 @@ TEST(LayerSplitDecode, DenoisingAndGuessThenVerifyEqualAr) {
 }
 
 // Snapshots hold both sides: restore, and the same tokens give the same logits and state, bit for
-// bit; truncate is refused (recurrent layers) without moving either side; reset empties both.
+// bit; truncate is refused (recurrent layers) without moving either side; reset empties both;
+// either side is refused as a whole-model executor.
 TEST(LayerSplitSequence, SnapshotRestoreTruncateReset) {
   TempDir d;
   auto m = tiny(d, DType::F32);
@@ -251,6 +252,17 @@ TEST(LayerSplitSequence, SnapshotRestoreTruncateReset) {
   auto other = cpu.new_sequence(16, {});
   Pass bad = Pass::causal(*other, a, LogitRows::None, nullptr);
   EXPECT_THROW(split->run(bad), model::ModelError);
+  // Either side alone is refused as a whole-model executor (it has only some of the layers).
+  backend::cpu::CpuExecutor front(*m, {2, 64, 2});
+  auto fs = front.new_sequence(16, {});
+  std::vector<float> out(V);
+  Pass pf = Pass::causal(*fs, a, LogitRows::Last, out.data());
+  EXPECT_THROW(front.run(pf), model::ModelError);
+  EXPECT_EQ(fs->n_past(), 0);
+  auto bs = split->back().new_sequence(16, {});
+  Pass pv = Pass::causal(*bs, a, LogitRows::Last, out.data());
+  EXPECT_THROW(split->back().run(pv), model::ModelError);
+  EXPECT_EQ(bs->n_past(), 0);
   expect_silent_validation(split->back());
 }
 
