@@ -255,6 +255,7 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
         const int64_t n_ctx = static_cast<int64_t>((req.budget - rest) / per_pos) / 256 * 256;
         if (n_ctx > 0) msg += fmt::format(", or this budget with a context of at most {} tokens (-c {})", n_ctx, n_ctx);
       }
+      if (k0 + 1 < L) msg += fmt::format(", or fewer layers on the device (-ngl {} or less)", L - k0 - 1);
       throw ModelError(msg + ".");
     }
   }

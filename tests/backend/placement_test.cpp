@@ -83,6 +83,7 @@ TEST(Placement, TooSmallBudgetIsRefusedNamingWhatWouldFit) {
     const std::string m = e.what();
     EXPECT_NE(m.find("Would fit: --vram-budget"), std::string::npos) << m;
     EXPECT_NE(m.find("-c "), std::string::npos) << m;  // a shorter context fits this budget
+    EXPECT_NE(m.find("-ngl 39 or less"), std::string::npos) << m;  // or fewer layers on the device
   }
   // The budget the message names does fit.
   const Placement all_host = plan_placement(t.hp, t.tensors, [&] {
