@@ -180,7 +180,8 @@ struct ExecutorOptions {
   // CPU-type device such as lavapipe included), or "auto": the first real GPU if there is one and
   // the model's weight types have shaders there, else the CPU.
   std::string device = "cpu";
-  int n_gpu_layers = -1;       // -ngl: -1 or >= n_layer: every layer on the device; 0: the CPU
+  int n_gpu_layers = -1;       // -ngl: -1 or >= n_layer: every layer on the device; 0: the CPU; between: the
+                               // first n_layer - N layers on the CPU, the rest on the device (layer_split.h)
   int n_threads = 0;           // 0: all cores
   int max_batch = 256;
   // Expert placement on a GPU backend (backend/placement.h; llama.cpp's flags). The CPU backend

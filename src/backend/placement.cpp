@@ -141,28 +141,39 @@ std::string Placement::describe() const {
   const char* unit = big ? "GiB" : "MiB";
   auto g = [big](uint64_t b) { return big ? fmt::format("{:.2f}", b / 1073741824.0) : fmt::format("{:.1f}", b / 1048576.0); };
   const std::string ranges = layer_ranges(experts_on_host);
-  const std::string where =
-      h == 0 ? fmt::format("every layer's experts on the device ({} layers)", n)
-             : fmt::format("experts of layer{} {} in RAM ({} of {} layers)", ranges.find_first_of(",-") == std::string::npos ? "" : "s",
-                           ranges, h, n);
+  std::string where =
+      cpu_layers == 0 ? ""
+                      : fmt::format("layer{} on the CPU; ", cpu_layers == 1 ? " 0" : fmt::format("s 0-{}", cpu_layers - 1));
+  where += h == 0 ? fmt::format("every {}layer's experts on the device ({} layer{})", cpu_layers ? "device " : "", n - cpu_layers,
+                                n - cpu_layers == 1 ? "" : "s")
+                  : fmt::format("experts of layer{} {} in RAM ({} of {} {}layers)",
+                                ranges.find_first_of(",-") == std::string::npos ? "" : "s", ranges, h, n - cpu_layers,
+                                cpu_layers ? "device " : "");
+  const std::string caches = cpu_layers ? fmt::format(", CPU layers' KV and state {}", g(host_caches)) : "";
   return fmt::format("{}; device {} {}: weights {} (dense {}, experts {}), KV {}, state {}, compute {}; RAM {} {} "
-                     "(weights {}, CPU expert scratch {})",
+                     "(weights {}{}, CPU expert scratch {})",
                      where, g(device_total()), unit, g(dense_weights + expert_weights), g(dense_weights), g(expert_weights), g(kv),
-                     g(recurrent), g(compute), g(host_total()), unit, g(host_weights), g(host_compute));
+                     g(recurrent), g(compute), g(host_total()), unit, g(host_weights), caches, g(host_compute));
 }
 
 Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> table, const PlacementRequest& req) {
   const int L = hp.n_layer;
   if (req.n_cpu_moe < 0) throw ModelError(fmt::format("--n-cpu-moe {}: give a layer count (0 or more)", req.n_cpu_moe));
   if (req.n_seq < 1 || req.n_ctx < 1) throw ModelError("placement: at least one sequence of at least one position");
+  if (req.cpu_layers < 0 || req.cpu_layers >= L)
+    throw ModelError(fmt::format("placement: {} layers on the CPU of a model of {} (at least one must be on the device)",
+                                 req.cpu_layers, L));
+  const int k0 = req.cpu_layers;  // the first device layer
   std::vector<std::regex> res;
   for (const TensorOverride& o : req.overrides) res.emplace_back(o.pattern);
 
   Placement p;
+  p.cpu_layers = k0;
   p.experts_on_host.assign(static_cast<size_t>(L), false);
   std::vector<uint64_t> layer_experts(static_cast<size_t>(L), 0);  // device bytes of each layer's experts
   std::vector<int> forced(static_cast<size_t>(L), 0);              // -ot: +1 device, -1 host
-  for (int il = 0; il < std::min(L, req.cpu_moe ? L : req.n_cpu_moe); ++il) p.experts_on_host[il] = true;
+  for (int il = k0; il < std::min(L, req.cpu_moe ? L : req.n_cpu_moe); ++il) p.experts_on_host[il] = true;
+  uint64_t cpu_layer_weights = 0;  // file bytes of the CPU's layers
   bool has_output = false;
   uint64_t embd = 0, embd_dev = 0;
   for (const TensorSize& t : table) {
@@ -172,6 +183,15 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
   for (const TensorSize& t : table) {
     const TensorKind k = kind_of(t.name);
     if (k.layer >= L) continue;  // MTP layers: never run
+    if (k.layer >= 0 && k.layer < k0) {  // a layer the CPU runs: nothing of it on the device
+      for (size_t i = 0; i < res.size(); ++i)
+        if (std::regex_search(t.name, res[i]) && req.overrides[i].place == Place::Device)
+          throw ModelError(fmt::format("-ot {}=vulkan matches {}, but layer {} runs on the CPU (-ngl {} puts layers {}-{} on the "
+                                       "device): raise -ngl or narrow the pattern",
+                                       req.overrides[i].pattern, t.name, k.layer, L - k0, k0, L - 1));
+      cpu_layer_weights += t.bytes;
+      continue;
+    }
     for (size_t i = 0; i < res.size(); ++i) {
       if (!std::regex_search(t.name, res[i])) continue;
       if (!k.experts) {
@@ -192,8 +212,16 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
   }
   // A file without output.weight: the head reads the token embedding, uploaded as the head.
   if (!has_output) p.dense_weights += embd_dev;
-  p.kv = kv_bytes_for(hp, req.n_ctx, req.kv) * static_cast<uint64_t>(req.n_seq);
-  p.recurrent = recurrent_bytes_for(hp) * static_cast<uint64_t>(req.n_seq);
+  // The caches of the device's layers (the CPU's layers keep theirs in RAM).
+  int cpu_attn = 0, cpu_gdn = 0;
+  for (int il = 0; il < k0; ++il) (hp.recurrent[il] ? cpu_gdn : cpu_attn) += 1;
+  const uint64_t kv_all = kv_bytes_for(hp, req.n_ctx, req.kv) * static_cast<uint64_t>(req.n_seq);
+  const uint64_t rec_all = recurrent_bytes_for(hp) * static_cast<uint64_t>(req.n_seq);
+  const uint64_t kv_cpu = hp.n_attn_layers() ? kv_all / hp.n_attn_layers() * cpu_attn : 0;
+  const uint64_t rec_cpu = hp.n_gdn_layers() ? rec_all / hp.n_gdn_layers() * cpu_gdn : 0;
+  p.kv = kv_all - kv_cpu;
+  p.recurrent = rec_all - rec_cpu;
+  p.host_caches = kv_cpu + rec_cpu;
   p.compute = vulkan_compute_bytes(hp, table, req.max_batch);
   for (uint64_t b : layer_experts) p.expert_bytes_per_layer = std::max(p.expert_bytes_per_layer, b);
 
@@ -206,7 +234,7 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
   if (req.budget > 0) {
     // Move layers' experts to RAM, the first layers first, until the rest fits (layers an
     // override puts on the device stay there).
-    for (int il = 0; il < L && fixed + on_device() > req.budget; ++il)
+    for (int il = k0; il < L && fixed + on_device() > req.budget; ++il)
       if (forced[il] == 0) p.experts_on_host[il] = true;
     if (fixed + on_device() > req.budget) {
       const uint64_t least = fixed + on_device();
@@ -227,6 +255,7 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
         const int64_t n_ctx = static_cast<int64_t>((req.budget - rest) / per_pos) / 256 * 256;
         if (n_ctx > 0) msg += fmt::format(", or this budget with a context of at most {} tokens (-c {})", n_ctx, n_ctx);
       }
+      if (k0 + 1 < L) msg += fmt::format(", or fewer layers on the device (-ngl {} or less)", L - k0 - 1);
       throw ModelError(msg + ".");
     }
   }
@@ -235,7 +264,7 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
     const TensorKind k = kind_of(t.name);
     if (k.experts && k.layer < L && p.experts_on_host[k.layer]) p.host_weights += t.bytes;
   }
-  p.host_weights += embd;
+  p.host_weights += embd + cpu_layer_weights;
   if (p.any_on_host()) {
     // The CPU expert runner: gate, up and down rows for every routed row of the largest pass, the
     // input rows and their quantised copies.

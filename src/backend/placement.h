@@ -10,6 +10,10 @@
 // The token embedding always stays in host memory (a pass uploads only its tokens' rows), unless
 // the head reuses it (no output.weight): then it is on the device as the head.
 //
+// With -ngl N below the layer count the first n_layer - N layers run wholly on the CPU
+// (backend/layer_split.h): none of their weights, KV cache or recurrent state is on the device,
+// and the claims above are made for the device's layers only.
+//
 // Placement is per layer (a layer's gate, up and down experts go together: the CPU computes the
 // whole expert FFN for the rows routed to it). An override naming one of a layer's expert tensors
 // moves the layer's three.
@@ -48,6 +52,7 @@ struct PlacementRequest {
   uint64_t budget = 0;     // --vram-budget in bytes; 0: no budget (place what the flags say)
   bool cpu_moe = false;    // --cpu-moe: every layer's experts in RAM
   int n_cpu_moe = 0;       // --n-cpu-moe N: experts of layers [0, N) in RAM
+  int cpu_layers = 0;      // layers [0, cpu_layers) run wholly on the CPU (-ngl n_layer - cpu_layers)
   std::vector<TensorOverride> overrides;  // applied after the two above, in order (the last match wins)
   // What the device holds besides weights.
   int64_t n_ctx = 4096;    // positions of each sequence's KV cache
@@ -63,7 +68,8 @@ uint64_t vulkan_compute_bytes(const model::HParams& hp, std::span<const TensorSi
 uint64_t device_bytes_of(const TensorSize& t);
 
 struct Placement {
-  std::vector<bool> experts_on_host;  // per layer: its routed experts stay in RAM
+  int cpu_layers = 0;                 // layers [0, cpu_layers) run on the CPU (nothing of them on the device)
+  std::vector<bool> experts_on_host;  // per device layer: its routed experts stay in RAM (false for CPU layers)
   // Device bytes.
   uint64_t dense_weights = 0;   // everything but the routed experts (and the host-side embedding)
   uint64_t expert_weights = 0;  // the routed experts on the device
@@ -71,16 +77,18 @@ struct Placement {
   uint64_t recurrent = 0;       // GDN state of n_seq sequences
   uint64_t compute = 0;         // compute buffers
   // Host RAM the weights in RAM take (read from the mmapped file) and the CPU expert runner's scratch.
-  uint64_t host_weights = 0;    // routed experts in RAM + the token embedding
+  uint64_t host_weights = 0;    // routed experts in RAM + the token embedding + every weight of the CPU's layers
+  uint64_t host_caches = 0;     // KV caches and recurrent state of the CPU's layers
   uint64_t host_compute = 0;
   uint64_t expert_bytes_per_layer = 0;  // the largest layer's routed experts
 
   uint64_t device_total() const { return dense_weights + expert_weights + kv + recurrent + compute; }
-  uint64_t host_total() const { return host_weights + host_compute; }
+  uint64_t host_total() const { return host_weights + host_caches + host_compute; }
   int n_host_layers() const;
   bool any_on_host() const { return n_host_layers() > 0; }
   // "experts of layers 0-9 in RAM (10 of 40 layers); device 15.1 GiB: weights 12.3 (dense 1.4,
-  // experts 10.9), KV 0.3, state 0.1, compute 0.6; RAM 4.2 GiB"
+  // experts 10.9), KV 0.3, state 0.1, compute 0.6; RAM 4.2 GiB", after "layers 0-3 on the CPU; "
+  // with a layer split.
   std::string describe() const;
 };
 

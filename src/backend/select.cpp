@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_executor.h"
 #include "backend/executor.h"
+#include "backend/layer_split.h"
 #include "backend/placement.h"
 #include "backend/vulkan/executor/vulkan_executor.h"
 
@@ -28,9 +29,12 @@ std::unique_ptr<Executor> make_cpu(const model::Model& model, const ExecutorOpti
   return std::make_unique<cpu::CpuExecutor>(model, o);
 }
 
-std::unique_ptr<Executor> make_vulkan(const model::Model& model, const ExecutorOptions& opts, const std::string& device) {
+// The device's executor of layers [cpu_layers, n_layer) and the head (all of them when cpu_layers is 0).
+std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& model, const ExecutorOptions& opts,
+                                                    const std::string& device, int cpu_layers) {
   // Which experts stay in RAM: the planner, from the flags and the budget (refuses what cannot fit).
   PlacementRequest req;
+  req.cpu_layers = cpu_layers;
   req.budget = opts.vram_budget;
   req.cpu_moe = opts.cpu_moe;
   req.n_cpu_moe = opts.n_cpu_moe;
@@ -44,9 +48,26 @@ std::unique_ptr<Executor> make_vulkan(const model::Model& model, const ExecutorO
   if (plan.any_on_host()) o.experts_on_host = plan.experts_on_host;
   o.n_threads = opts.n_threads;
   o.placement = plan.describe();
+  o.first_layer = cpu_layers;
   const char* v = std::getenv("CLOVER_VK_VALIDATE");
   o.validate = v && std::string(v) == "1";
   return std::make_unique<vulkan::VulkanExecutor>(model, o);
+}
+
+// -ngl N below the layer count: layers [0, n_layer - N) on the CPU, the rest and the head on the
+// device (backend/layer_split.h); the whole model on the device otherwise.
+std::unique_ptr<Executor> make_gpu(const model::Model& model, const ExecutorOptions& opts, const std::string& device) {
+  const int n_layer = model.hp().n_layer;
+  const int cpu_layers = opts.n_gpu_layers < 0 || opts.n_gpu_layers >= n_layer ? 0 : n_layer - opts.n_gpu_layers;
+  auto back = make_vulkan(model, opts, device, cpu_layers);
+  if (cpu_layers == 0) return back;
+  cpu::CpuExecutor::Options o;
+  o.n_threads = opts.n_threads;
+  o.max_batch = opts.max_batch;
+  o.n_layers = cpu_layers;
+  auto split = std::make_unique<LayerSplitExecutor>(std::make_unique<cpu::CpuExecutor>(model, o), std::move(back));
+  std::fprintf(stderr, "-ngl %d: %s\n", opts.n_gpu_layers, split->describe_layers().c_str());
+  return split;
 }
 
 }  // namespace
@@ -54,20 +75,12 @@ std::unique_ptr<Executor> make_vulkan(const model::Model& model, const ExecutorO
 std::unique_ptr<Executor> make_executor(const model::Model& model, const ExecutorOptions& opts) {
   std::string dev = opts.device.empty() ? "auto" : opts.device;
   std::transform(dev.begin(), dev.end(), dev.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const int n_layer = model.hp().n_layer;
   for (const std::string& s : opts.override_tensor) parse_tensor_override(s);  // refused on every backend when malformed
   if (opts.n_gpu_layers < -1) throw model::ModelError(fmt::format("-ngl {}: give a layer count (0: the CPU, 99: all)", opts.n_gpu_layers));
-  const bool all_layers = opts.n_gpu_layers < 0 || opts.n_gpu_layers >= n_layer;
   if (dev != "cpu" && opts.n_gpu_layers == 0) {
     std::fprintf(stderr, "-ngl 0: every layer runs on the CPU\n");
     dev = "cpu";
   }
-  if (dev != "cpu" && !all_layers)
-    throw model::ModelError(fmt::format(
-        "-ngl {}: running whole layers on the CPU beside the GPU is not implemented (this model has {} layers): use -ngl 0 "
-        "for the CPU, -ngl 99 for every layer on the GPU, or keep the experts of the first N layers in RAM with "
-        "--n-cpu-moe N (or --vram-budget SIZE to pick N)",
-        opts.n_gpu_layers, n_layer));
   if (dev == "cpu") return make_cpu(model, opts);
   if (dev == "auto") {
     // The first real GPU, if any (a CPU-type Vulkan device such as lavapipe only when named).
@@ -75,7 +88,7 @@ std::unique_ptr<Executor> make_executor(const model::Model& model, const Executo
     auto inst = vulkan::Instance::create({}, error);
     if (!inst || inst->default_device() < 0) return make_cpu(model, opts);
     try {
-      return make_vulkan(model, opts, "vulkan");
+      return make_gpu(model, opts, "vulkan");
     } catch (const vulkan::VulkanError& e) {
       std::fprintf(stderr, "warning: the GPU cannot run this model (%s); running on the CPU\n", e.what());
       return make_cpu(model, opts);
@@ -83,7 +96,7 @@ std::unique_ptr<Executor> make_executor(const model::Model& model, const Executo
   }
   if (dev == "vulkan" || dev.rfind("vulkan:", 0) == 0) {
     try {
-      return make_vulkan(model, opts, dev);
+      return make_gpu(model, opts, dev);
     } catch (const vulkan::VulkanError& e) {
       throw model::ModelError(fmt::format("--device {}: {}", opts.device, e.what()));
     }

@@ -28,8 +28,9 @@ inline void add_device_options(CLI::App* c, DeviceArgs& d) {
       ->capture_default_str();
   c->add_option("--n-gpu-layers,--gpu-layers", d.n_gpu_layers,
                 "layers on the GPU (-ngl): 0 runs on the CPU, 99 (or any count >= the model's layers) puts all on the GPU; "
-                "whole layers on the CPU beside the GPU are not implemented and refused (keep experts in RAM instead: "
-                "--n-cpu-moe)")
+                "N between puts the last N layers and the output head on the GPU and runs the first ones on the CPU "
+                "(their weights, KV cache and state in RAM); --n-cpu-moe/--cpu-moe/-ot/--vram-budget then place the GPU "
+                "layers' experts")
       ->check(CLI::Range(-1, 1000000));
   // Experts in system RAM, computed by the CPU beside the GPU (docs/placement.md).
   c->add_flag("--cpu-moe", d.cpu_moe, "keep every layer's routed experts in RAM, computed by the CPU (-cmoe)");

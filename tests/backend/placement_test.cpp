@@ -83,6 +83,7 @@ TEST(Placement, TooSmallBudgetIsRefusedNamingWhatWouldFit) {
     const std::string m = e.what();
     EXPECT_NE(m.find("Would fit: --vram-budget"), std::string::npos) << m;
     EXPECT_NE(m.find("-c "), std::string::npos) << m;  // a shorter context fits this budget
+    EXPECT_NE(m.find("-ngl 39 or less"), std::string::npos) << m;  // or fewer layers on the device
   }
   // The budget the message names does fit.
   const Placement all_host = plan_placement(t.hp, t.tensors, [&] {
@@ -137,6 +138,51 @@ TEST(Placement, BudgetKeepsLayersAnOverridePutsOnTheDevice) {
   EXPECT_FALSE(p.experts_on_host[0]);
   EXPECT_TRUE(p.experts_on_host[1]);
   EXPECT_LE(p.device_total(), 10 * GiB);
+}
+
+// -ngl N below the layer count: the first layers' weights, KV cache and state are in RAM, not on
+// the device; a budget places the device layers' experts only; -ot cannot put a CPU layer's
+// tensor on the device.
+TEST(Placement, LayerSplitKeepsTheCpuLayersInRam) {
+  const Table t = clover35b_q4_0();
+  const int L = t.hp.n_layer;
+  PlacementRequest r = request(0, 16384);
+  const Placement all = plan_placement(t.hp, t.tensors, r);
+  r.cpu_layers = 10;  // -ngl 30
+  const Placement p = plan_placement(t.hp, t.tensors, r);
+  SCOPED_TRACE(p.describe());
+  EXPECT_EQ(p.cpu_layers, 10);
+  EXPECT_EQ(p.n_host_layers(), 0);
+  EXPECT_EQ(p.expert_weights, all.expert_weights / L * (L - 10));
+  // What left the device is in RAM, byte for byte (no BF16 here: file bytes are device bytes).
+  EXPECT_EQ(p.dense_weights + p.expert_weights + p.host_weights, all.dense_weights + all.expert_weights + all.host_weights);
+  EXPECT_EQ(p.kv + p.recurrent + p.host_caches, all.kv + all.recurrent);
+  EXPECT_LT(p.kv, all.kv);          // layers 3 and 7 are attention layers
+  EXPECT_LT(p.recurrent, all.recurrent);
+  EXPECT_EQ(p.compute, all.compute);
+  EXPECT_NE(p.describe().find("layers 0-9 on the CPU"), std::string::npos);
+  // A budget moves the device layers' experts to RAM, starting at the first device layer.
+  r.budget = 10 * GiB;
+  const Placement b = plan_placement(t.hp, t.tensors, r);
+  EXPECT_LE(b.device_total(), 10 * GiB);
+  EXPECT_GT(b.n_host_layers(), 0);
+  for (int il = 0; il < 10; ++il) EXPECT_FALSE(b.experts_on_host[il]) << il;
+  EXPECT_TRUE(b.experts_on_host[10]);
+  // --n-cpu-moe counts from layer 0, as llama.cpp: only the device's layers among them change.
+  r.budget = 0;
+  r.n_cpu_moe = 12;
+  const Placement n = plan_placement(t.hp, t.tensors, r);
+  EXPECT_EQ(n.n_host_layers(), 2);
+  EXPECT_TRUE(n.experts_on_host[10] && n.experts_on_host[11]);
+  // -ot putting a CPU layer's tensor on the device is refused; =cpu there is what happens anyway.
+  r.n_cpu_moe = 0;
+  r.overrides = {parse_tensor_override(R"(blk\.3\.ffn_up_exps=vulkan)")};
+  EXPECT_THROW(plan_placement(t.hp, t.tensors, r), model::ModelError);
+  r.overrides = {parse_tensor_override(R"(blk\.3\.attn_q=cpu)")};
+  EXPECT_NO_THROW(plan_placement(t.hp, t.tensors, r));
+  r.overrides.clear();
+  r.cpu_layers = L;  // no layer left on the device
+  EXPECT_THROW(plan_placement(t.hp, t.tensors, r), model::ModelError);
 }
 
 TEST(Placement, ParsesSizesAndOverrides) {

@@ -50,12 +50,13 @@ CpuExecutor::CpuExecutor(const model::Model& model, const Options& opts)
       hp_(model.hp()),
       pool_(opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
       max_batch_(std::max(1, opts.max_batch)),
+      n_layers_(opts.n_layers < 0 ? model.hp().n_layer : std::min(opts.n_layers, model.hp().n_layer)),
       s_(std::make_unique<Scratch>(hp_, pool_, max_batch_)) {}
 
 CpuExecutor::~CpuExecutor() = default;
 
 std::unique_ptr<Sequence> CpuExecutor::new_sequence(int n_ctx, KvTypes types) {
-  return std::make_unique<CpuSequence>(hp_, n_ctx, types);
+  return std::make_unique<CpuSequence>(hp_, n_ctx, types, n_layers_);
 }
 
 void CpuExecutor::linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y) {
@@ -81,6 +82,9 @@ void CpuExecutor::check(const Pass& p) const {
 
 void CpuExecutor::run(std::span<Pass> passes) {
   if (passes.empty()) throw ModelError("a pass list needs at least one pass");
+  if (n_layers_ < hp_.n_layer)
+    throw ModelError(fmt::format("this CPU executor runs layers 0-{} of {} only (the front of a layer split: run_front)",
+                                 n_layers_ - 1, hp_.n_layer));
   for (const Pass& p : passes) check(p);
   // Selection (row_top.h): rows the caller does not want to see are computed into scratch, then
   // reduced by the reference selection, whose sums are the sampler's.
@@ -107,6 +111,25 @@ void CpuExecutor::run(std::span<Pass> passes) {
     for (const WantedRow& r : wanted_rows(p)) sampling::select_top_ref(p.logits + r.out * V, V, p.top_k, p.top[r.out]);
     if (borrowed[i]) p.logits = nullptr;
   }
+}
+
+void CpuExecutor::run_front(std::span<Pass> passes, float* hidden) {
+  if (passes.empty()) throw ModelError("a pass list needs at least one pass");
+  for (const Pass& p : passes) {
+    if (!p.seq) throw ModelError("a pass without a sequence");
+    if (!dynamic_cast<const CpuSequence*>(p.seq)) throw ModelError("the sequence belongs to another backend");
+    check_pass_tokens(p, hp_.n_vocab);
+    check_denoise_pass(p, max_batch_, hp_.has_reverse_path);
+  }
+  hidden_out_ = hidden;
+  hidden_row0_ = 0;
+  try {
+    run_checked(passes);
+  } catch (...) {
+    hidden_out_ = nullptr;
+    throw;
+  }
+  hidden_out_ = nullptr;
 }
 
 void CpuExecutor::run_checked(std::span<Pass> passes) {
@@ -138,6 +161,7 @@ void CpuExecutor::run_causal(Pass& p) {
     const LogitRows chunk_rows = p.rows == LogitRows::All ? LogitRows::All : (last_chunk ? p.rows : LogitRows::None);
     float* out = p.rows == LogitRows::All ? p.logits + b * hp_.n_vocab : p.logits;
     segments_[0].row_end = static_cast<int>(n);
+    hidden_row0_ = b;
     run_chunk(seq, p.tokens.subspan(b, n), chunk_rows, out, PassKind::Causal);
   }
 }
@@ -156,7 +180,7 @@ void CpuExecutor::run_chunk(CpuSequence& seq, std::span<const int32_t> tokens, L
     kernels::dequantize_row(w.token_embd.type, row, s.x.row(t), hp_.n_embd);
   }
 
-  for (int il = 0; il < hp_.n_layer; ++il) {
+  for (int il = 0; il < n_layers_; ++il) {
     const model::LayerWeights& L = w.layers[il];
     for (int t = 0; t < T; ++t) ops::rms_norm(s.x.row(t), L.attn_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
     if (L.recurrent)
@@ -170,6 +194,10 @@ void CpuExecutor::run_chunk(CpuSequence& seq, std::span<const int32_t> tokens, L
     for (int64_t i = 0; i < static_cast<int64_t>(T) * hp_.n_embd; ++i) s.x.v[i] += s.y.v[i];
   }
   if (kind == PassKind::Causal) seq.advance(T);
+  if (hidden_out_) {  // the front of a layer split: the rows go on to the device's layers
+    std::memcpy(hidden_out_ + hidden_row0_ * hp_.n_embd, s.x.row(0), sizeof(float) * static_cast<size_t>(T) * hp_.n_embd);
+    return;
+  }
   head(T, rows, logits, selected);
 }
 

@@ -30,6 +30,9 @@ class CpuExecutor final : public Executor {
   struct Options {
     int n_threads = 0;    // 0: all cores
     int max_batch = 256;  // the largest internal pass; longer causal passes are chunked
+    // Layers [0, n_layers) only (-1: every layer): the front part of a layer split
+    // (backend/layer_split.h), run by run_front(); its sequences hold the state of those layers.
+    int n_layers = -1;
   };
   CpuExecutor(const model::Model& model, const Options& opts);
   ~CpuExecutor() override;
@@ -43,6 +46,12 @@ class CpuExecutor final : public Executor {
   void run(std::span<Pass> passes) override;
   using Executor::run;
   void trace_routing(std::FILE* f) override { routing_trace_ = f; }
+  // The front part of a layer split: the passes through the embedding and layers [0, n_layers),
+  // no head; the rows after the last of them, stacked in pass order, go to hidden ([N][n_embd]).
+  // Causal passes commit their tokens (the sequences of these layers advance). The passes' rows,
+  // logits and selection are ignored; each pass books the work of these layers in its stats.
+  void run_front(std::span<Pass> passes, float* hidden);
+  int n_layers() const { return n_layers_; }
 
  private:
   struct Scratch;
@@ -74,6 +83,9 @@ class CpuExecutor final : public Executor {
   const model::HParams& hp_;
   ThreadPool pool_;
   int max_batch_;
+  int n_layers_;                  // layers [0, n_layers_) run here
+  float* hidden_out_ = nullptr;   // run_front: the hidden rows go here instead of the head
+  int64_t hidden_row0_ = 0;       // the current chunk's first row in hidden_out_
   std::unique_ptr<Scratch> s_;
   std::vector<StatsSegment> segments_;  // of the pass running now
   std::vector<std::vector<float>> select_rows_;  // per pass of a stack: logits rows only the selection reads

@@ -12,7 +12,7 @@ size_t CpuSnapshot::bytes() const {
   return n;
 }
 
-CpuSequence::CpuSequence(const model::HParams& hp, int n_ctx, KvTypes types) : n_ctx_(n_ctx), types_(types) {
+CpuSequence::CpuSequence(const model::HParams& hp, int n_ctx, KvTypes types, int n_layers) : n_ctx_(n_ctx), types_(types) {
   check_kv_types(hp, types);
   if (hp.n_attn_layers() > 0) {
     k_head_bytes_ = dtype_row_bytes(types.k, hp.head_dim);
@@ -20,7 +20,8 @@ CpuSequence::CpuSequence(const model::HParams& hp, int n_ctx, KvTypes types) : n
   }
   k_row_bytes_ = k_head_bytes_ * hp.n_head_kv;
   v_row_bytes_ = v_head_bytes_ * hp.n_head_kv;
-  for (int il = 0; il < hp.n_layer; ++il) {
+  const int L = n_layers < 0 ? hp.n_layer : std::min(n_layers, hp.n_layer);
+  for (int il = 0; il < L; ++il) {
     if (hp.recurrent[il]) {
       slot_.push_back(static_cast<int>(gdn_.size()));
       GdnLayerState g;

@@ -49,8 +49,9 @@ class CpuSnapshot final : public Snapshot {
 class CpuSequence final : public Sequence {
  public:
   // Throws ModelError when a cache type is not one of f32, f16, q8_0 or does not suit the head
-  // dimension (q8_0 needs a multiple of 32).
-  CpuSequence(const model::HParams& hp, int n_ctx, KvTypes types = {});
+  // dimension (q8_0 needs a multiple of 32). The state of layers [0, n_layers) (-1: every layer;
+  // fewer for the front of a layer split).
+  CpuSequence(const model::HParams& hp, int n_ctx, KvTypes types = {}, int n_layers = -1);
 
   int n_past() const override { return n_past_; }
   int n_ctx() const override { return n_ctx_; }
@@ -86,7 +87,7 @@ class CpuSequence final : public Sequence {
   // after norm and rope.
   std::vector<KvBuffer> k_, v_;
   std::vector<GdnLayerState> gdn_;  // per GDN layer, in layer order
-  std::vector<int> slot_;           // per model layer: index into k_/v_ or into gdn_
+  std::vector<int> slot_;           // per layer it holds: index into k_/v_ or into gdn_
 };
 
 }  // namespace clover::backend::cpu

@@ -110,7 +110,7 @@ void CpuExecutor::run_stacked(std::span<Pass> passes) {
       }
   }
 
-  for (int il = 0; il < hp_.n_layer; ++il) {
+  for (int il = 0; il < n_layers_; ++il) {
     const model::LayerWeights& L = w.layers[il];
     for (int64_t r = 0; r < N; ++r) ops::rms_norm(m.x.row(r), L.attn_norm, m.h.row(r), E, hp_.rms_eps);
 
@@ -198,6 +198,12 @@ void CpuExecutor::run_stacked(std::span<Pass> passes) {
     else if (p.rows == LogitRows::Last)
       out.push_back(static_cast<int32_t>(T - 1));
   };
+  if (hidden_out_) {  // the front of a layer split: commit, and hand the rows on to the device's layers
+    for (const Pass& p : passes)
+      if (p.kind == PassKind::Causal) static_cast<CpuSequence&>(*p.seq).advance(static_cast<int>(p.tokens.size()));
+    std::memcpy(hidden_out_, m.x.row(0), sizeof(float) * static_cast<size_t>(N * E));
+    return;
+  }
   std::vector<int32_t> sel;
   int64_t n_rows = 0;
   {

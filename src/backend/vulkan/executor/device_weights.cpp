@@ -79,11 +79,11 @@ bool on_host(const std::vector<bool>& experts_on_host, int il) {
   return il < static_cast<int>(experts_on_host.size()) && experts_on_host[il];
 }
 
-uint64_t total_bytes(const model::Model& model, const std::vector<bool>& experts_on_host) {
+uint64_t total_bytes(const model::Model& model, const std::vector<bool>& experts_on_host, int first_layer) {
   const model::HParams& hp = model.hp();
   const model::ModelWeights& W = model.weights();
   uint64_t n = device_matrix_bytes(W.output) + 4ull * hp.n_embd;
-  for (int il = 0; il < hp.n_layer; ++il) {
+  for (int il = first_layer; il < hp.n_layer; ++il) {
     const model::LayerWeights& L = W.layers[il];
     n += 8ull * hp.n_embd;
     if (L.recurrent) {
@@ -102,16 +102,20 @@ uint64_t total_bytes(const model::Model& model, const std::vector<bool>& experts
 }  // namespace
 
 DeviceWeights upload_weights(Device& dev, const model::Model& model, const std::vector<bool>& experts_on_host,
-                             const std::function<void(uint64_t, uint64_t)>& progress) {
+                             int first_layer, const std::function<void(uint64_t, uint64_t)>& progress) {
   const model::HParams& hp = model.hp();
   const model::ModelWeights& W = model.weights();
   DeviceWeights w;
-  Uploader up(dev, w, total_bytes(model, experts_on_host), progress);
+  Uploader up(dev, w, total_bytes(model, experts_on_host, first_layer), progress);
   for (int il = 0; il < hp.n_layer; ++il) {
     const model::LayerWeights& L = W.layers[il];
     const std::string at = fmt::format("layer {} ", il);
     DeviceLayer d;
     d.recurrent = L.recurrent;
+    if (il < first_layer) {  // runs on the CPU
+      w.layers.push_back(d);
+      continue;
+    }
     d.attn_norm = up.vec(L.attn_norm, hp.n_embd);
     d.post_norm = up.vec(L.post_norm, hp.n_embd);
     if (L.recurrent) {

@@ -51,10 +51,11 @@ bool device_supports(DType t);
 // The types device_supports accepts, for messages.
 std::string_view device_supported_list();
 
-// Uploads the weights but the routed experts of the layers experts_on_host marks (empty: none);
-// progress(done, total) in bytes after each tensor. Throws VulkanError naming the first tensor
-// whose type has no shader.
+// Uploads the weights but the routed experts of the layers experts_on_host marks (empty: none) and
+// every weight of the layers before first_layer (the CPU's part of a layer split: their
+// DeviceLayer stays empty); progress(done, total) in bytes after each tensor. Throws VulkanError
+// naming the first tensor whose type has no shader.
 DeviceWeights upload_weights(Device& dev, const model::Model& model, const std::vector<bool>& experts_on_host = {},
-                             const std::function<void(uint64_t, uint64_t)>& progress = {});
+                             int first_layer = 0, const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 }  // namespace clover::vulkan

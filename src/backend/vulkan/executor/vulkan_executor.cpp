@@ -79,7 +79,11 @@ BufferRange VulkanExecutor::rows(const Buffer& b, int64_t row0, int64_t row_stri
 }
 
 VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
-    : model_(model), hp_(model.hp()), max_batch_(std::max(1, opts.max_batch)), gdn_scan_(opts.gdn_scan), placement_(opts.placement) {
+    : model_(model),
+      hp_(model.hp()),
+      max_batch_(std::max(1, opts.max_batch)),
+      first_layer_(std::clamp(opts.first_layer, 0, model.hp().n_layer)),
+      gdn_scan_(opts.gdn_scan), placement_(opts.placement) {
   std::string error;
   InstanceOptions io;
   io.validate = opts.validate;
@@ -97,7 +101,7 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
   const bool tty = isatty(fileno(stderr)) != 0;
   if (!opts.experts_on_host.empty() && static_cast<int>(opts.experts_on_host.size()) != hp_.n_layer)
     throw VulkanError(fmt::format("a placement of {} layers for a model of {}", opts.experts_on_host.size(), hp_.n_layer));
-  w_ = upload_weights(*dev_, model, opts.experts_on_host, [&](uint64_t done, uint64_t total) {
+  w_ = upload_weights(*dev_, model, opts.experts_on_host, first_layer_, [&](uint64_t done, uint64_t total) {
     if (!opts.verbose || total == 0) return;
     const int pct = static_cast<int>(100 * done / total);
     if ((tty && pct != last_pct) || done == total) {
@@ -192,7 +196,7 @@ std::string VulkanExecutor::memory_summary() const {
 }
 
 std::unique_ptr<backend::Sequence> VulkanExecutor::new_sequence(int n_ctx, backend::KvTypes types) {
-  return std::make_unique<VulkanSequence>(*dev_, hp_, n_ctx, types);
+  return std::make_unique<VulkanSequence>(*dev_, hp_, n_ctx, types, first_layer_);
 }
 
 void VulkanExecutor::check(const Pass& p) const {
@@ -204,12 +208,35 @@ void VulkanExecutor::check(const Pass& p) const {
   backend::check_pass_outputs(p);
 }
 
-void VulkanExecutor::run(std::span<Pass> passes) {
+void VulkanExecutor::check_all(std::span<Pass> passes) const {
   if (passes.empty()) throw ModelError("a pass list needs at least one pass");
   for (const Pass& p : passes) check(p);
   for (size_t i = 0; i < passes.size(); ++i)
     for (size_t j = i + 1; j < passes.size(); ++j)
       if (passes[i].seq == passes[j].seq) throw ModelError("a stacked pass got the same sequence twice");
+}
+
+void VulkanExecutor::run_back(std::span<Pass> passes, const float* hidden) {
+  check_all(passes);
+  int64_t N = 0;
+  for (const Pass& p : passes) N += static_cast<int64_t>(p.tokens.size());
+  if (N > max_batch_)
+    throw ModelError(fmt::format("a stacked pass of {} tokens exceeds the largest pass of {} tokens", N, max_batch_));
+  hidden_in_ = hidden;
+  try {
+    run_stacked(passes);
+  } catch (...) {
+    hidden_in_ = nullptr;
+    throw;
+  }
+  hidden_in_ = nullptr;
+}
+
+void VulkanExecutor::run(std::span<Pass> passes) {
+  if (first_layer_ > 0)
+    throw ModelError(fmt::format("this Vulkan executor runs layers {}-{} only (the back of a layer split: run_back)",
+                                 first_layer_, hp_.n_layer - 1));
+  check_all(passes);
   int64_t N = 0;
   for (const Pass& p : passes) N += static_cast<int64_t>(p.tokens.size());
   if (passes.size() == 1 && N > max_batch_ && passes.front().kind == PassKind::Causal) {
@@ -289,9 +316,14 @@ void VulkanExecutor::run_stacked(std::span<Pass> passes) {
     for (size_t i = 0; i < passes.size(); ++i) {
       params[i] = static_cast<uint32_t>(passes[i].seq->n_past());
       for (size_t t = 0; t < passes[i].tokens.size(); ++t) {
-        const int32_t tok = passes[i].tokens[t];
-        const auto* row = static_cast<const uint8_t*>(te.data) + static_cast<size_t>(tok) * te.row_stride;
-        kernels::dequantize_row(te.type, row, embd + (row0[i] + static_cast<int64_t>(t)) * s.sE, E);
+        float* dst = embd + (row0[i] + static_cast<int64_t>(t)) * s.sE;
+        if (hidden_in_) {  // the back of a layer split: the rows the CPU's layers left
+          std::memcpy(dst, hidden_in_ + (row0[i] + static_cast<int64_t>(t)) * E, sizeof(float) * static_cast<size_t>(E));
+        } else {
+          const int32_t tok = passes[i].tokens[t];
+          const auto* row = static_cast<const uint8_t*>(te.data) + static_cast<size_t>(tok) * te.row_stride;
+          kernels::dequantize_row(te.type, row, dst, E);
+        }
         pos.push_back(passes[i].seq->n_past() + static_cast<int64_t>(t));
       }
     }
@@ -328,7 +360,7 @@ void VulkanExecutor::run_stacked(std::span<Pass> passes) {
   // Statistics (and the routing trace) from the routing ids of every layer ([layer][N * k] in
   // ids_host, copied there by the pass).
   const int k = hp_.n_expert_used, NE = hp_.n_expert;
-  for (int il = 0; il < hp_.n_layer; ++il) {
+  for (int il = first_layer_; il < hp_.n_layer; ++il) {
     const int32_t* ids = static_cast<const int32_t*>(s.ids_host.mapped()) + static_cast<size_t>(il) * N * k;
     for (size_t i = 0; i < passes.size(); ++i) {
       const int T = static_cast<int>(passes[i].tokens.size());
@@ -386,7 +418,7 @@ void VulkanExecutor::record_pass(RecordedPass& r, std::span<Pass> passes, const 
   // A denoising pass scans its GDN layers from a copy of its sequence's recurrent state, so the
   // sequence is left as it was (its attention layers write K/V only past n_past, which is free).
   s.gdn_state.assign(passes.size(), nullptr);
-  if (hp_.n_gdn_layers() > 0) {
+  if (static_cast<const VulkanSequence&>(*passes.front().seq).state_buffer()) {  // some GDN layer runs here
     size_t n_denoise = 0;
     for (const Pass& p : passes) n_denoise += p.kind == PassKind::Denoise;
     const Buffer& any_state = static_cast<const VulkanSequence&>(*passes.front().seq).state_buffer();
@@ -406,11 +438,11 @@ void VulkanExecutor::record_pass(RecordedPass& r, std::span<Pass> passes, const 
   }
   ElementwiseShape copy{E, N, s.sE, s.sE};
   record_elementwise(*rec_, *dev_, Elementwise::Copy, copy, whole(s.embd_host), whole(s.x));
-  for (int il = 0; il < hp_.n_layer; ++il) record_layer(il, passes, row0, N);
+  for (int il = first_layer_; il < hp_.n_layer; ++il) record_layer(il, passes, row0, N);
   // The routing ids of every layer to the host, for the statistics.
   const uint64_t ids_bytes = static_cast<uint64_t>(N) * hp_.n_expert_used * sizeof(int32_t);
   std::vector<VkBufferCopy> regions;
-  for (int il = 0; il < hp_.n_layer; ++il) regions.push_back({s.ids_slice * il, ids_bytes * il, ids_bytes});
+  for (int il = first_layer_; il < hp_.n_layer; ++il) regions.push_back({s.ids_slice * il, ids_bytes * il, ids_bytes});
   rec_->copy(s.ids, s.ids_host, regions);
   // The head: its first chunk of rows in the same list, each further chunk in a list of its own
   // (the chunks share the logits scratch, read back in between).

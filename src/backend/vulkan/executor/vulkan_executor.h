@@ -63,6 +63,10 @@ class VulkanExecutor final : public backend::Executor {
     std::vector<bool> experts_on_host;
     int n_threads = 0;              // CPU threads for experts in RAM (0: every core)
     std::string placement;          // the placement in words (backend::Placement::describe)
+    // Layers [first_layer, n_layer) and the head only: the back part of a layer split
+    // (backend/layer_split.h), run by run_back(); the earlier layers' weights are not uploaded and
+    // its sequences hold the state of its layers only.
+    int first_layer = 0;
   };
   // Throws VulkanError (no driver, no such device, a weight type without a shader).
   VulkanExecutor(const model::Model& model, const Options& opts);
@@ -76,6 +80,11 @@ class VulkanExecutor final : public backend::Executor {
   void run(std::span<backend::Pass> passes) override;
   using Executor::run;
   void trace_routing(std::FILE* f) override { routing_trace_ = f; }
+  // The back part of a layer split: the passes from their hidden rows after layer first_layer - 1
+  // (hidden: [N][n_embd], stacked in pass order, as CpuExecutor::run_front writes them) through
+  // the remaining layers and the head. The passes' tokens within max_batch together.
+  void run_back(std::span<backend::Pass> passes, const float* hidden);
+  int first_layer() const { return first_layer_; }
   std::string placement() const override { return placement_; }
   // Experts kept in RAM are read from the mapped file by the CPU (the pre-fault pays there).
   bool reads_host_weights() const override { return host_experts_ != nullptr; }
@@ -91,6 +100,7 @@ class VulkanExecutor final : public backend::Executor {
  private:
   struct Scratch;
   void check(const backend::Pass& p) const;
+  void check_all(std::span<backend::Pass> passes) const;
   void run_stacked(std::span<backend::Pass> passes);
   // Every row a pass stack wants from the head: its stacked row, its pass, its row in the pass's
   // logits / top. Chunks of Scratch::head_rows rows share the logits scratch.
@@ -136,6 +146,8 @@ class VulkanExecutor final : public backend::Executor {
   const model::Model& model_;
   const model::HParams& hp_;
   int max_batch_;
+  int first_layer_;                    // layers [first_layer_, n_layer) run here
+  const float* hidden_in_ = nullptr;   // run_back: the pass's input rows instead of the embedding
   bool gdn_scan_;
   std::unique_ptr<Instance> instance_;
   std::unique_ptr<Device> dev_;

@@ -14,7 +14,7 @@ uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 std::atomic<uint64_t> next_id{1};
 }  // namespace
 
-VulkanSequence::VulkanSequence(Device& dev, const model::HParams& hp, int n_ctx, backend::KvTypes types)
+VulkanSequence::VulkanSequence(Device& dev, const model::HParams& hp, int n_ctx, backend::KvTypes types, int first_layer)
     : dev_(dev), id_(next_id++), n_ctx_(n_ctx), types_(types) {
   backend::check_kv_types(hp, types);
   if (n_ctx < 1) throw model::ModelError(fmt::format("a sequence needs at least one position, not {}", n_ctx));
@@ -29,6 +29,10 @@ VulkanSequence::VulkanSequence(Device& dev, const model::HParams& hp, int n_ctx,
   ssm_bytes_ = static_cast<uint64_t>(hp.gdn_v_heads) * hp.gdn_head_dim * hp.gdn_head_dim * sizeof(float);
   uint64_t state = 0;
   for (int il = 0; il < hp.n_layer; ++il) {
+    if (il < first_layer) {
+      slot_.push_back(-1);
+      continue;
+    }
     if (hp.recurrent[il]) {
       slot_.push_back(static_cast<int>(conv_off_.size()));
       conv_off_.push_back(state);

@@ -29,8 +29,9 @@ class VulkanSnapshot final : public backend::Snapshot {
 
 class VulkanSequence final : public backend::Sequence {
  public:
-  // Throws model::ModelError for cache types that do not suit the model.
-  VulkanSequence(Device& dev, const model::HParams& hp, int n_ctx, backend::KvTypes types);
+  // Throws model::ModelError for cache types that do not suit the model. The state of layers
+  // [first_layer, n_layer) (the back of a layer split holds no state of the CPU's layers).
+  VulkanSequence(Device& dev, const model::HParams& hp, int n_ctx, backend::KvTypes types, int first_layer = 0);
 
   int n_past() const override { return n_past_; }
   int n_ctx() const override { return n_ctx_; }
@@ -78,7 +79,7 @@ class VulkanSequence final : public backend::Sequence {
   uint64_t conv_bytes_ = 0, ssm_bytes_ = 0;
   std::vector<uint64_t> conv_off_, ssm_off_;
   size_t recurrent_bytes_ = 0;
-  std::vector<int> slot_;
+  std::vector<int> slot_;  // per model layer: index into k_/v_ or the GDN offsets (-1: not held here)
 };
 
 }  // namespace clover::vulkan
