@@ -108,18 +108,8 @@ constexpr std::array<int8_t, 64> pair_index(int p) {
 alignas(64) constexpr auto kPair0 = pair_index(0);
 alignas(64) constexpr auto kPair1 = pair_index(1);
 
-// One super-block of a 16-row tile, unpacked: lanes = rows.
-struct Q4KTileBlock {
-  __m512i lo[4][8], hi[4][8];  // chunk c, qs dword k: values 64c + 4k .. +3 (lo), 64c + 32 + 4k .. +3 (hi)
-  __m512i sc[8];               // sub-block scales (int32)
-  __m512i mn[4];               // the mins of sub-blocks 2c, 2c + 1 as an int16 pair
-  __m512 d, dmin;
-};
-
-// rows[r] + off: super-block b of tile row r.
-CLOVER_INLINE void unpack_q4_k_tile(const uint8_t* const* rows, size_t off, Q4KTileBlock& t) {
-  // Headers: z[g] = the 16-byte headers of rows g, g + 4, g + 8, g + 12; a 4 x 4 dword transpose
-  // inside each 128-bit lane gives h[k], lane 4L + g = dword k of row 4L + g.
+// Rows r's 16 bytes at p[r] + off: dword k of every row, lanes = rows (h[k]).
+CLOVER_INLINE void transpose_headers(const uint8_t* const* rows, size_t off, __m512i h[4]) {
   __m512i z[4];
   CLOVER_UNROLL
   for (int g = 0; g < 4; ++g) {
@@ -130,8 +120,26 @@ CLOVER_INLINE void unpack_q4_k_tile(const uint8_t* const* rows, size_t off, Q4KT
   }
   const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
   const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-  const __m512i h0 = _mm512_unpacklo_epi64(t0, t2), h1 = _mm512_unpackhi_epi64(t0, t2);
-  const __m512i h2 = _mm512_unpacklo_epi64(t1, t3), h3 = _mm512_unpackhi_epi64(t1, t3);
+  h[0] = _mm512_unpacklo_epi64(t0, t2);
+  h[1] = _mm512_unpackhi_epi64(t0, t2);
+  h[2] = _mm512_unpacklo_epi64(t1, t3);
+  h[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// One super-block of a 16-row tile, unpacked: lanes = rows.
+struct Q4KTileBlock {
+  __m512i lo[4][8], hi[4][8];  // chunk c, qs dword k: values 64c + 4k .. +3 (lo), 64c + 32 + 4k .. +3 (hi)
+  __m512i sc[8];               // sub-block scales (int32)
+  __m512i mn[4];               // the mins of sub-blocks 2c, 2c + 1 as an int16 pair
+  __m512 d, dmin;
+};
+
+// rows[r] + off: super-block b of tile row r.
+CLOVER_INLINE void unpack_q4_k_tile(const uint8_t* const* rows, size_t off, Q4KTileBlock& t) {
+  // Headers (d, dmin, 12 scale bytes): h[k] = dword k of every row.
+  __m512i hd[4];
+  transpose_headers(rows, off, hd);
+  const __m512i h0 = hd[0], h1 = hd[1], h2 = hd[2], h3 = hd[3];
   t.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h0));
   t.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h0, 16)));
   // k4_scale_min, byte-wise in every lane: scale bytes 0..3 in h1, 4..7 in h2, 8..11 in h3.
@@ -227,16 +235,9 @@ struct IQ4XSTileBlock {
 
 CLOVER_INLINE void unpack_iq4_xs_tile(const uint8_t* const* rows, size_t off, IQ4XSTileBlock& t) {
   // Headers: 16 bytes from each block start (d, scales_h, scales_l, and 8 qs bytes not used here).
-  __m512i z[4];
-  CLOVER_UNROLL
-  for (int g = 0; g < 4; ++g) {
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g] + off)));
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 4] + off)), 1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 8] + off)), 2);
-    z[g] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 12] + off)), 3);
-  }
-  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t2 = _mm512_unpacklo_epi32(z[2], z[3]);
-  const __m512i h0 = _mm512_unpacklo_epi64(t0, t2), h1 = _mm512_unpackhi_epi64(t0, t2);
+  __m512i hd[4];
+  transpose_headers(rows, off, hd);
+  const __m512i h0 = hd[0], h1 = hd[1];
   t.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h0));
   const __m512i m4 = _mm512_set1_epi32(0x0f), m2 = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
   CLOVER_UNROLL
@@ -540,24 +541,6 @@ alignas(64) constexpr std::array<std::array<int8_t, 64>, 2> kPairSigned = {pair_
 
 CLOVER_INLINE __m512i pair_signed(__m512i v, const std::array<int8_t, 64>& idx) {
   return _mm512_srai_epi16(_mm512_shuffle_epi8(v, _mm512_load_si512(idx.data())), 8);
-}
-
-// Rows r's 16 bytes at p[r] + off: dword k of every row, lanes = rows (h[k]).
-CLOVER_INLINE void transpose_headers(const uint8_t* const* rows, size_t off, __m512i h[4]) {
-  __m512i z[4];
-  CLOVER_UNROLL
-  for (int g = 0; g < 4; ++g) {
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g] + off)));
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 4] + off)), 1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 8] + off)), 2);
-    z[g] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[g + 12] + off)), 3);
-  }
-  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-  h[0] = _mm512_unpacklo_epi64(t0, t2);
-  h[1] = _mm512_unpackhi_epi64(t0, t2);
-  h[2] = _mm512_unpacklo_epi64(t1, t3);
-  h[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
 // 64 bytes at rows[r] + off (16 dwords, or 8 with `half`), transposed: v[i] = dword i of every row.
