@@ -126,6 +126,15 @@ CLOVER_INLINE void transpose_headers(const uint8_t* const* rows, size_t off, __m
   h[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
+// 64 bytes at rows[r] + off (16 dwords, or 8 with `half`), transposed: v[i] = dword i of every row.
+CLOVER_INLINE void transpose_rows(const uint8_t* const* rows, size_t off, __m512i v[16], bool half = false) {
+  CLOVER_UNROLL
+  for (int r = 0; r < 16; ++r)
+    v[r] = half ? _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + off)))
+                : _mm512_loadu_si512(rows[r] + off);
+  transpose16(v);
+}
+
 // One super-block of a 16-row tile, unpacked: lanes = rows.
 struct Q4KTileBlock {
   __m512i lo[4][8], hi[4][8];  // chunk c, qs dword k: values 64c + 4k .. +3 (lo), 64c + 32 + 4k .. +3 (hi)
@@ -164,9 +173,7 @@ CLOVER_INLINE void unpack_q4_k_tile(const uint8_t* const* rows, size_t off, Q4KT
   CLOVER_UNROLL
   for (int h = 0; h < 2; ++h) {
     __m512i v[16];
-    CLOVER_UNROLL
-    for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_si512(rows[r] + off + 16 + 64 * h);
-    transpose16(v);
+    transpose_rows(rows, off + 16 + 64 * h, v);
     CLOVER_UNROLL
     for (int i = 0; i < 16; ++i) {
       const int m = 16 * h + i;  // qs dword m: chunk m / 8, quad m % 8
@@ -252,9 +259,7 @@ CLOVER_INLINE void unpack_iq4_xs_tile(const uint8_t* const* rows, size_t off, IQ
   CLOVER_UNROLL
   for (int h = 0; h < 2; ++h) {
     __m512i v[16];
-    CLOVER_UNROLL
-    for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_si512(rows[r] + off + 8 + 64 * h);
-    transpose16(v);
+    transpose_rows(rows, off + 8 + 64 * h, v);
     CLOVER_UNROLL
     for (int i = 0; i < 16; ++i) {
       const int m = 16 * h + i;  // qs dword m: sub-block m / 4, quads m % 4 (low) and m % 4 + 4 (high)
@@ -541,15 +546,6 @@ alignas(64) constexpr std::array<std::array<int8_t, 64>, 2> kPairSigned = {pair_
 
 CLOVER_INLINE __m512i pair_signed(__m512i v, const std::array<int8_t, 64>& idx) {
   return _mm512_srai_epi16(_mm512_shuffle_epi8(v, _mm512_load_si512(idx.data())), 8);
-}
-
-// 64 bytes at rows[r] + off (16 dwords, or 8 with `half`), transposed: v[i] = dword i of every row.
-CLOVER_INLINE void transpose_rows(const uint8_t* const* rows, size_t off, __m512i v[16], bool half = false) {
-  CLOVER_UNROLL
-  for (int r = 0; r < 16; ++r)
-    v[r] = half ? _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + off)))
-                : _mm512_loadu_si512(rows[r] + off);
-  transpose16(v);
 }
 
 void unpack_q6_k_tile(const uint8_t* const* rows, size_t off, LanesTileBlock& t) {
