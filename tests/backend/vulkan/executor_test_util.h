@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,13 +21,12 @@ inline std::string test_device() {
   return std::string("vulkan:") + (e ? e : "0");
 }
 
-// A Vulkan executor with validation on, or a skip when there is no device.
-// experts_on_host: the layers whose routed experts stay in host RAM (empty: none).
-inline std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& m, int max_batch = 256,
-                                                           std::vector<bool> experts_on_host = {}) {
+// The options of a test's Vulkan executor (validation on, 2 threads), or nullopt when there is no
+// device. experts_on_host: the layers whose routed experts stay in host RAM (empty: none).
+inline std::optional<vulkan::VulkanExecutor::Options> test_options(int max_batch, std::vector<bool> experts_on_host = {}) {
   std::string error;
   auto probe = vulkan::Instance::create({}, error);
-  if (!probe || probe->devices().empty()) return nullptr;
+  if (!probe || probe->devices().empty()) return std::nullopt;
   vulkan::VulkanExecutor::Options o;
   o.device = test_device();
   o.max_batch = max_batch;
@@ -34,7 +34,14 @@ inline std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& m
   o.verbose = false;
   o.experts_on_host = std::move(experts_on_host);
   o.n_threads = 2;
-  return std::make_unique<vulkan::VulkanExecutor>(m, o);
+  return o;
+}
+
+// A Vulkan executor with validation on, or nullptr when there is no device.
+inline std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& m, int max_batch = 256,
+                                                           std::vector<bool> experts_on_host = {}) {
+  auto o = test_options(max_batch, std::move(experts_on_host));
+  return o ? std::make_unique<vulkan::VulkanExecutor>(m, *o) : nullptr;
 }
 
 #define VULKAN_OR_SKIP(var, ...)                                          \

@@ -28,21 +28,13 @@ using testing::TempDir;
 std::unique_ptr<backend::LayerSplitExecutor> make_split(const model::Model& m, int n_gpu, int max_batch = 64,
                                                         std::vector<bool> experts_on_host = {}) {
   const int k = m.hp().n_layer - n_gpu;
-  std::string error;
-  auto probe = vulkan::Instance::create({}, error);
-  if (!probe || probe->devices().empty()) return nullptr;
-  vulkan::VulkanExecutor::Options o;
-  o.device = test_device();
-  o.max_batch = max_batch;
-  o.validate = vulkan::test::test_validation();
-  o.verbose = false;
-  o.n_threads = 2;
-  o.first_layer = k;
-  o.experts_on_host = std::move(experts_on_host);
+  auto o = test_options(max_batch, std::move(experts_on_host));
+  if (!o) return nullptr;
+  o->first_layer = k;
   backend::cpu::CpuExecutor::Options c;
   c.n_threads = 2, c.max_batch = max_batch, c.n_layers = k;
   return std::make_unique<backend::LayerSplitExecutor>(std::make_unique<backend::cpu::CpuExecutor>(m, c),
-                                                      std::make_unique<vulkan::VulkanExecutor>(m, o));
+                                                      std::make_unique<vulkan::VulkanExecutor>(m, *o));
 }
 
 std::unique_ptr<model::Model> tiny(const TempDir& d, DType type, model::Layout layout = model::Layout::Official) {
