@@ -1,6 +1,6 @@
 // How the model's weights come into memory, shared by every command that loads a model (`run`,
 // `logits`, `bench`, `serve`): --no-mmap and --mlock as llama.cpp spells them, and --prefault
-// (docs/loading.md). Progress goes to stderr.
+// (docs/loading.md). The loading's progress goes to stderr.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
@@ -35,7 +35,14 @@ inline void apply_load_options(const LoadArgs& l, EngineOptions& eo, const std::
   eo.mmap = !l.no_mmap;
   eo.mlock = l.mlock;
   eo.prefault = prefault_from_name(l.prefault);
-  eo.on_progress = stderr_progress(progress_prefix);
+  // These commands write their answer (and --show-blocks its drawing) once the model is loaded: a
+  // line from the background pre-fault's thread would land in the middle of it, so only what the
+  // loading thread reports is shown (a background pre-fault's progress: `serve`'s log, /health).
+  ProgressFn shown = stderr_progress(progress_prefix);
+  const bool background = eo.prefault == Prefault::Background;
+  eo.on_progress = [shown, background](std::string_view label, uint64_t done, uint64_t total) {
+    if (!(background && label == "prefault")) shown(label, done, total);
+  };
 }
 
 }  // namespace clover::cli
