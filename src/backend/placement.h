@@ -6,13 +6,17 @@
 //   1. the dense part of every layer (attention / GDN, norms, router, shared expert), the output
 //      head, the KV cache and recurrent state of the sequences, the compute buffers;
 //   2. then the routed experts, whole layers at a time, last layers first: the experts of the
-//      first N layers stay in RAM (--n-cpu-moe N), computed there by the CPU expert runner.
+//      first N layers stay in RAM (--n-cpu-moe N), computed there by the CPU expert runner;
+//      under a budget the boundary layer is split: its experts 0..n-1 on the device, as many as
+//      still fit, the rest in RAM (so the budget is used to within one expert).
 // The token embedding always stays in host memory (a pass uploads only its tokens' rows), unless
 // the head reuses it (no output.weight): then it is on the device as the head.
 //
-// Placement is per layer (a layer's gate, up and down experts go together: the CPU computes the
-// whole expert FFN for the rows routed to it). An override naming one of a layer's expert tensors
-// moves the layer's three.
+// The unit is one expert of one layer, its gate, up and down matrices together (the CPU computes
+// the whole expert FFN for the rows routed to it). An override naming one of a layer's expert
+// tensors moves all of the layer's experts; one naming the virtual name of one expert of a tensor,
+// blk.N.ffn_up_exps.E (the tensor name without ".weight", then the expert number), moves that
+// expert (docs/placement.md).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -37,7 +41,8 @@ enum class Place { Device, Host };
 
 // -ot / --override-tensor REGEX=cpu|vulkan (llama.cpp's names: CPU, Vulkan0, ... are accepted too).
 struct TensorOverride {
-  std::string pattern;  // ECMAScript regex, searched in the tensor name (as llama.cpp does)
+  std::string pattern;  // ECMAScript regex, searched in the tensor name (as llama.cpp does) and in
+                        // the experts' virtual names blk.N.ffn_up_exps.E
   Place place = Place::Host;
 };
 // "REGEX=cpu" -> override; throws ModelError naming what is wrong (no '=', a bad regex, an
@@ -63,7 +68,8 @@ uint64_t vulkan_compute_bytes(const model::HParams& hp, std::span<const TensorSi
 uint64_t device_bytes_of(const TensorSize& t);
 
 struct Placement {
-  std::vector<bool> experts_on_host;  // per layer: its routed experts stay in RAM
+  // [layer][expert]: the routed expert stays in RAM (its gate, up and down), computed by the CPU.
+  std::vector<std::vector<bool>> expert_on_host;
   // Device bytes.
   uint64_t dense_weights = 0;   // everything but the routed experts (and the host-side embedding)
   uint64_t expert_weights = 0;  // the routed experts on the device
@@ -74,19 +80,24 @@ struct Placement {
   uint64_t host_weights = 0;    // routed experts in RAM + the token embedding
   uint64_t host_compute = 0;
   uint64_t expert_bytes_per_layer = 0;  // the largest layer's routed experts
+  uint64_t expert_bytes = 0;            // one expert (gate, up and down) of that layer
 
   uint64_t device_total() const { return dense_weights + expert_weights + kv + recurrent + compute; }
   uint64_t host_total() const { return host_weights + host_compute; }
-  int n_host_layers() const;
-  bool any_on_host() const { return n_host_layers() > 0; }
-  // "experts of layers 0-9 in RAM (10 of 40 layers); device 15.1 GiB: weights 12.3 (dense 1.4,
-  // experts 10.9), KV 0.3, state 0.1, compute 0.6; RAM 4.2 GiB"
+  int n_host_experts(int il) const;  // of layer il
+  int n_host_layers() const;         // layers whose experts are all in RAM
+  int n_split_layers() const;        // layers with experts both on the device and in RAM
+  bool any_on_host() const;
+  // "experts of layers 0-9 in RAM, and 156 of layer 10's 256 (experts 100-255) (10 of 40 layers
+  // whole, 2716 of 10240 experts); device 15.1 GiB: weights 12.3 (dense 1.4, experts 10.9), KV
+  // 0.3, state 0.1, compute 0.6; RAM 4.2 GiB"
   std::string describe() const;
 };
 
 // Throws ModelError when the request cannot be met: a budget below what the device needs with
 // every expert in RAM (the message names the budget that would fit and the longest context that
-// fits this budget), or flags that contradict each other.
+// fits this budget), flags that contradict each other, an override that matches no tensor or
+// expert of this model.
 Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> table, const PlacementRequest& req);
 
 // "24G", "16384M", "8GiB", "1.5G", "123456" (bytes) -> bytes; throws ModelError otherwise.

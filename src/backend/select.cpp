@@ -41,7 +41,7 @@ std::unique_ptr<Executor> make_vulkan(const model::Model& model, const ExecutorO
   vulkan::VulkanExecutor::Options o;
   o.device = device;
   o.max_batch = opts.max_batch;
-  if (plan.any_on_host()) o.experts_on_host = plan.experts_on_host;
+  if (plan.any_on_host()) o.experts_on_host = plan.expert_on_host;
   o.n_threads = opts.n_threads;
   o.placement = plan.describe();
   const char* v = std::getenv("CLOVER_VK_VALIDATE");

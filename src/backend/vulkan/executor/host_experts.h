@@ -18,9 +18,10 @@ class HostExperts {
   HostExperts(const model::Model& model, int max_tokens, int n_threads);
 
   // For layer il, the routed rows of a pass as the device grouped them (moe_group_ints layout:
-  // count [NE] | first [NE] | token [N k] | row_of [N k]) over the input rows x [N][n_embd]:
-  // afterwards down_rows() holds row r = first[e] + i of expert e's output, [N k][n_embd].
-  void run(int il, const float* x, int N, const int32_t* groups);
+  // count [NE] | first [NE] | token [N k] | row_of [N k]) over the input rows x [N][n_embd], the
+  // experts on_host marks: afterwards down_rows() holds row r = first[e] + i of such an expert
+  // e's output, [N k][n_embd] (the other experts' rows are not written).
+  void run(int il, const float* x, int N, const int32_t* groups, const std::vector<bool>& on_host);
   const float* down_rows() const { return runner_.out(0); }
   int n_threads() const { return pool_.size(); }
 

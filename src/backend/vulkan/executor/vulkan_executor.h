@@ -58,9 +58,9 @@ class VulkanExecutor final : public backend::Executor {
     // Causal passes run the GDN delta rule's whole aligned 64-position chunks on the chunked scan
     // (gdn_scan.comp); false: every token on the step shader (tests, and the before/after timing).
     bool gdn_scan = true;
-    // Per layer: its routed experts stay in host RAM and the CPU computes them (hybrid_moe.cpp);
+    // [layer][expert]: the routed expert stays in host RAM and the CPU computes it (hybrid_moe.cpp);
     // empty: every expert on the device. From backend::plan_placement.
-    std::vector<bool> experts_on_host;
+    ExpertsOnHost experts_on_host;
     int n_threads = 0;              // CPU threads for experts in RAM (0: every core)
     std::string placement;          // the placement in words (backend::Placement::describe)
   };
@@ -112,9 +112,10 @@ class VulkanExecutor final : public backend::Executor {
   void record_moe(int il, int N);
   void record_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
   void read_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
-  // The split point of a layer whose experts are in host RAM (hybrid_moe.cpp): runs what was
-  // recorded, computes the routed rows on the CPU from the device's input rows h and groups,
-  // writes their down rows to d and starts recording the rest of the pass.
+  // The split point of a layer with experts in host RAM (hybrid_moe.cpp): runs what was recorded,
+  // computes the rows routed to those experts on the CPU from the device's input rows h and
+  // groups, writes their down rows to d (beside the device's experts' rows) and starts recording
+  // the rest of the pass.
   void run_host_experts(int il, int N, const Buffer& h, int64_t h_stride, const Buffer& groups, const Buffer& d);
   // Activation rows quantised once for all the block-type products that read them, in each kind
   // (activation_kind: Q8_0, Q8_1, Q8_K) some product needs (a file may mix them on one input;
