@@ -37,9 +37,11 @@ inline void add_device_options(CLI::App* c, DeviceArgs& d) {
       ->check(CLI::Range(0, 1000000));
   c->add_option("--override-tensor", d.override_tensor,
                 "REGEX=cpu|vulkan,... (-ot): where the tensors whose names match go; routed expert tensors "
-                "(blk.N.ffn_*_exps) may stay in RAM (cpu), the last match wins");
+                "(blk.N.ffn_*_exps) may stay in RAM (cpu), the last match wins; one expert: blk.N.ffn_up_exps.E "
+                "(e.g. 'blk\\.3\\.ffn_up_exps\\.(0|5)$=cpu', docs/placement.md)");
   c->add_option("--vram-budget", d.vram_budget,
-                "device memory to use, e.g. 16G: the experts of as many first layers as needed stay in RAM; refused, naming "
+                "device memory to use, e.g. 16G: the experts of as many first layers as needed stay in RAM (the last of "
+                "them split per expert); refused, naming "
                 "what would fit, when the dense part, KV cache and compute buffers alone do not fit");
   c->add_option("--flash-attn", d.flash_attn,
                 "-fa on|off|auto: accepted for llama.cpp command lines; attention always runs as one fused pass over the "
