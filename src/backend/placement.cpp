@@ -192,10 +192,11 @@ std::string Placement::describe() const {
     else
       where += fmt::format(" ({} of {} layers whole, {} of {} experts)", h, n, host_experts, all_experts);
   }
-  return fmt::format("{}; device {} {}: weights {} (dense {}, experts {}), KV {}, state {}, compute {}; RAM {} {} "
+  return fmt::format("{}; device {} {}: weights {} (dense {}, experts {}), KV {}, state {}, compute {}{}; RAM {} {} "
                      "(weights {}, CPU expert scratch {})",
                      where, g(device_total()), unit, g(dense_weights + expert_weights), g(dense_weights), g(expert_weights), g(kv),
-                     g(recurrent), g(compute), g(host_total()), unit, g(host_weights), g(host_compute));
+                     g(recurrent), g(compute), stream ? ", expert streaming " + g(stream) : "", g(host_total()), unit,
+                     g(host_weights), g(host_compute));
 }
 
 Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> table, const PlacementRequest& req) {
@@ -272,6 +273,10 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
   // Every tensor of a layer holds its NE experts back to back, equal in size.
   auto each = [&](int il) { return layer_experts[il] / static_cast<uint64_t>(NE); };
   const uint64_t fixed = p.dense_weights + p.kv + p.recurrent + p.compute;
+  // Streaming experts in RAM to the device takes staging for kStreamedExperts of them (the
+  // largest), once any expert is in RAM.
+  const uint64_t stream = req.stream_experts > 0 ? static_cast<uint64_t>(kStreamedExperts) * p.expert_bytes : 0;
+  auto streaming = [&] { return p.any_on_host() ? stream : 0; };
   uint64_t device_experts = 0;
   for (int il = 0; il < L; ++il) device_experts += each(il) * static_cast<uint64_t>(NE - p.n_host_experts(il));
   if (req.budget > 0) {
@@ -280,7 +285,7 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
     // 0..n-1 as long as they fit, so the budget is used to within one expert.
     std::vector<int> moved;
     int boundary = -1;
-    for (int il = 0; il < L && fixed + device_experts > req.budget; ++il) {
+    for (int il = 0; il < L && fixed + device_experts + streaming() > req.budget; ++il) {
       for (int e = 0; e < NE; ++e) {
         if (forced[il][e] != 0 || p.expert_on_host[il][e]) continue;
         p.expert_on_host[il][e] = true;
@@ -288,23 +293,24 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
         moved.push_back(e);
       }
       if (!moved.empty()) boundary = il;
-      if (fixed + device_experts > req.budget) moved.clear();
+      if (fixed + device_experts + streaming() > req.budget) moved.clear();
     }
-    if (fixed + device_experts > req.budget) {
-      const uint64_t least = fixed + device_experts;
+    if (fixed + device_experts + streaming() > req.budget) {
+      const uint64_t least = fixed + device_experts + streaming();
       std::string msg = fmt::format(
           "--vram-budget {} cannot hold this model: even with {} the device needs {} (dense weights {}, KV cache of {} x {} "
           "tokens {}, recurrent state {}, compute buffers for passes of {} tokens {}",
           format_gib(req.budget), device_experts ? "every expert not forced onto the device by -ot in RAM" : "every expert in RAM",
           format_gib(least), format_gib(p.dense_weights), req.n_seq, req.n_ctx, format_gib(p.kv), format_gib(p.recurrent),
           req.max_batch, format_gib(p.compute));
+      if (streaming()) msg += fmt::format(", staging for streamed experts {} (--stream-experts 0: none)", format_gib(streaming()));
       if (device_experts) msg += fmt::format(", experts kept on the device by -ot {}", format_gib(device_experts));
       if (least >= (1ull << 30))
         msg += fmt::format("). Would fit: --vram-budget {:.2f}G", std::ceil(least / 1073741824.0 * 100) / 100);
       else
         msg += fmt::format("). Would fit: --vram-budget {}M", (least + (1ull << 20) - 1) >> 20);
       const uint64_t per_pos = kv_bytes_for(hp, 1, req.kv) * static_cast<uint64_t>(req.n_seq);
-      const uint64_t rest = fixed - p.kv + device_experts;
+      const uint64_t rest = fixed - p.kv + device_experts + streaming();
       if (per_pos > 0 && req.budget > rest) {
         const int64_t n_ctx = static_cast<int64_t>((req.budget - rest) / per_pos) / 256 * 256;
         if (n_ctx > 0) msg += fmt::format(", or this budget with a context of at most {} tokens (-c {})", n_ctx, n_ctx);
@@ -314,12 +320,13 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
     // `moved` holds the boundary layer's experts the budget moved, in order (none when the
     // budget moved nothing or the layer had to go whole).
     for (int e : moved) {
-      if (fixed + device_experts + each(boundary) > req.budget) break;
+      if (fixed + device_experts + each(boundary) + stream > req.budget) break;
       p.expert_on_host[boundary][e] = false;
       device_experts += each(boundary);
     }
   }
   p.expert_weights = device_experts;
+  p.stream = streaming();
   for (int il = 0; il < L; ++il) p.host_weights += layer_file[il] / static_cast<uint64_t>(NE) * p.n_host_experts(il);
   p.host_weights += embd;
   if (p.any_on_host()) {

@@ -59,6 +59,7 @@ struct PlacementRequest {
   KvTypes kv;
   int n_seq = 1;           // sequences (server slots)
   int max_batch = 256;     // tokens of the largest pass
+  int stream_experts = 0;  // > 0: experts in RAM may be streamed to the device (its staging buffers)
 };
 
 // The compute buffers the Vulkan executor allocates for passes of max_batch tokens (an upper
@@ -76,13 +77,14 @@ struct Placement {
   uint64_t kv = 0;              // KV caches of n_seq sequences of n_ctx positions
   uint64_t recurrent = 0;       // GDN state of n_seq sequences
   uint64_t compute = 0;         // compute buffers
+  uint64_t stream = 0;          // staging for experts in RAM streamed to the device (--stream-experts)
   // Host RAM the weights in RAM take (read from the mmapped file) and the CPU expert runner's scratch.
   uint64_t host_weights = 0;    // routed experts in RAM + the token embedding
   uint64_t host_compute = 0;
   uint64_t expert_bytes_per_layer = 0;  // the largest layer's routed experts
   uint64_t expert_bytes = 0;            // one expert (gate, up and down) of that layer
 
-  uint64_t device_total() const { return dense_weights + expert_weights + kv + recurrent + compute; }
+  uint64_t device_total() const { return dense_weights + expert_weights + kv + recurrent + compute + stream; }
   uint64_t host_total() const { return host_weights + host_compute; }
   int n_host_experts(int il) const;  // of layer il
   int n_host_layers() const;         // layers whose experts are all in RAM

@@ -231,6 +231,25 @@ TEST(Placement, BudgetSplitsTheBoundaryLayerPerExpert) {
   }
 }
 
+// --stream-experts: staging for kStreamedExperts experts on the device once any expert is in RAM,
+// counted against the budget.
+TEST(Placement, StreamingStagingCountsOnceExpertsAreInRam) {
+  const Table t = clover35b_q4_0();
+  PlacementRequest r = request(0, 16384);
+  r.stream_experts = 32;
+  EXPECT_EQ(plan_placement(t.hp, t.tensors, r).stream, 0u);  // every expert on the device
+  r.budget = 12 * GiB;
+  const Placement p = plan_placement(t.hp, t.tensors, r);
+  EXPECT_EQ(p.stream, kStreamedExperts * p.expert_bytes);
+  EXPECT_LE(p.device_total(), 12 * GiB);
+  EXPECT_GT(p.device_total() + p.expert_bytes, 12 * GiB);
+  EXPECT_NE(p.describe().find("expert streaming"), std::string::npos) << p.describe();
+  r.stream_experts = 0;
+  const Placement q = plan_placement(t.hp, t.tensors, r);
+  EXPECT_EQ(q.stream, 0u);
+  EXPECT_EQ(q.expert_weights, p.expert_weights + 16 * p.expert_bytes);  // the staging's worth of experts more
+}
+
 // -ot per expert: a pattern found in the virtual name blk.N.ffn_up_exps.E moves expert E of layer N
 // (its gate, up and down); the last match wins per expert; a pattern that matches nothing is
 // refused, naming the names to use.

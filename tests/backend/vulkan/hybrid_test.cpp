@@ -247,5 +247,70 @@ TEST(VulkanHybridStacked, StackedPassesAreBitwiseInvariant) {
   expect_silent_validation(*vk);
 }
 
+// --stream-experts: experts in RAM with at least N rows in a pass are uploaded to the device's
+// staging and computed there. With every expert in RAM and N = 1 every routed expert streams, and
+// the logits are the all-device pass's bit for bit (the same shaders on the same rows); with N = 6
+// some stream and the CPU computes the rest, within the bounds against the CPU executor; N = 0
+// (never) is the CPU's path. A decode step (one row per expert) streams nothing at N = 6.
+TEST(VulkanHybridStream, StreamedExpertsEqualTheDeviceExperts) {
+  TempDir d;
+  synth::SynthConfig c = synth::preset("tiny");
+  c.type = DType::Q4_0;
+  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  const int V = m->hp().n_vocab;
+  const std::vector<int32_t> toks = testing::random_tokens(40, V, 11);
+  auto logits_of = [&](vulkan::VulkanExecutor& vk) {
+    auto vs = vk.new_sequence(64, {});
+    std::vector<float> out(toks.size() * V);
+    Pass p = Pass::causal(*vs, toks, LogitRows::All, out.data());
+    vk.run(p);
+    return out;
+  };
+  auto all_device = make_vulkan(*m, 64);
+  if (!all_device) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
+  const std::vector<float> ref_dev = logits_of(*all_device);
+  backend::cpu::CpuExecutor cpu(*m, {2, 64});
+  auto cs = cpu.new_sequence(64, {});
+  std::vector<float> ref_cpu(toks.size() * V);
+  Pass pc = Pass::causal(*cs, toks, LogitRows::All, ref_cpu.data());
+  cpu.run(pc);
+
+  const vulkan::ExpertsOnHost in_ram = placement_of(*m, 0, true);
+  auto every = make_vulkan(*m, 64, in_ram, 1);
+  EXPECT_EQ(logits_of(*every), ref_dev);
+  EXPECT_GT(every->streamed_experts(), 0u);
+  backend::PlacementRequest r;
+  r.cpu_moe = true, r.stream_experts = 1;
+  const backend::Placement plan = backend::plan_placement(m->hp(), backend::tensor_table(*m), r);
+  EXPECT_EQ(plan.stream, backend::kStreamedExperts * plan.expert_bytes);
+  EXPECT_LE(every->device().memory().bytes(vulkan::MemoryPurpose::Scratch), plan.compute + plan.stream);
+  expect_silent_validation(*every);
+
+  auto some = make_vulkan(*m, 64, in_ram, 6);
+  const std::vector<float> mixed = logits_of(*some);
+  const uint64_t streamed = some->streamed_experts();
+  const Agreement a = compare(ref_cpu, mixed, V);
+  std::printf("Q4_0 HHHH, --stream-experts 6: %llu of the pass's routed experts streamed; top-1 %.4f, mean KL %.3g\n",
+              static_cast<unsigned long long>(streamed), a.top1, a.mean_kl);
+  EXPECT_GT(streamed, 0u);
+  EXPECT_LT(streamed, every->streamed_experts());
+  EXPECT_GE(a.top1, 0.99);
+  EXPECT_LE(a.mean_kl, 1e-3);
+  // A decode step: one row, no expert reaches 6 rows.
+  auto vs = some->new_sequence(64, {});
+  std::vector<float> one(V);
+  const std::vector<int32_t> first_token{toks[0]};
+  Pass step = Pass::causal(*vs, first_token, LogitRows::Last, one.data());
+  some->run(step);
+  EXPECT_EQ(some->streamed_experts(), streamed);
+  expect_silent_validation(*some);
+
+  auto never = make_vulkan(*m, 64, in_ram, 0);
+  const Agreement n = compare(ref_cpu, logits_of(*never), V);
+  EXPECT_EQ(never->streamed_experts(), 0u);
+  EXPECT_GE(n.top1, 0.99);
+  EXPECT_LE(n.mean_kl, 1e-3);
+}
+
 }  // namespace
 }  // namespace clover

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "backend/cpu/experts.h"
+#include "backend/vulkan/commands.h"
+#include "backend/vulkan/device.h"
 #include "model/model.h"
 #include "runtime/thread_pool.h"
 
@@ -34,6 +36,15 @@ class HostExperts {
   ThreadPool pool_;
   backend::cpu::CpuExpertRunner runner_;
   std::vector<backend::cpu::ExpertWork> works_;
+};
+
+// Staging on the device for experts in RAM streamed there (--stream-experts): the gate, up and
+// down matrices of up to backend::kStreamedExperts experts of one layer, and the command list
+// that computes them (hybrid_moe.cpp).
+struct ExpertStream {
+  Buffer gate, up, down;
+  std::unique_ptr<CommandList> list;
+  uint64_t streamed = 0;  // experts streamed so far (a statistic for tests and logs)
 };
 
 }  // namespace clover::vulkan

@@ -174,6 +174,23 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
     cache_ = std::make_unique<PassCache>(static_cast<size_t>(std::max(1, opts.recorded_passes)));
   if (any_on_host)
     host_experts_ = std::make_unique<HostExperts>(model, max_batch_, opts.n_threads);
+  if (any_on_host && opts.stream_rows > 0) {
+    // Staging for kStreamedExperts experts of the largest layer with experts in RAM.
+    stream_rows_ = opts.stream_rows;
+    stream_ = std::make_unique<ExpertStream>();
+    uint64_t bytes[3] = {};
+    for (int il = 0; il < hp_.n_layer; ++il) {
+      if (w_.layers[il].n_host_experts == 0) continue;
+      const model::MoeWeights& M = model.weights().layers[il].moe;
+      const model::ExpertsRef* t[3] = {&M.gate, &M.up, &M.down};
+      for (int i = 0; i < 3; ++i)
+        bytes[i] = std::max(bytes[i], device_experts_bytes(t[i]->expert(0), backend::kStreamedExperts));
+    }
+    stream_->gate = dev_->create_buffer(bytes[0], MemoryPurpose::Scratch);
+    stream_->up = dev_->create_buffer(bytes[1], MemoryPurpose::Scratch);
+    stream_->down = dev_->create_buffer(bytes[2], MemoryPurpose::Scratch);
+    stream_->list = std::make_unique<CommandList>(*dev_, 64);
+  }
   if (opts.verbose) std::fprintf(stderr, "vulkan: %s\n", memory_summary().c_str());
 }
 
@@ -610,7 +627,7 @@ void VulkanExecutor::record_moe(int il, int N) {
   const QuantActs q8s = quantize(need(L.shared_down), whole(s.gs), N, fs, s.sFS);
   matmul(L.shared_down, whole(s.gs), s.sFS, q8s, N, whole(s.ds), E);
   // Experts in host RAM: the pass splits here and the CPU computes their routed rows (hybrid_moe.cpp).
-  if (L.n_host_experts > 0) run_host_experts(il, N, s.h, s.sE, s.groups, s.d);
+  if (L.n_host_experts > 0) run_host_experts(il, N, {&s.h, &s.groups, &s.g, &s.u, &s.d, s.sE, s.sFF});
   record_moe_combine(*rec_, *dev_, whole(s.d), whole(s.ds), whole(s.wts), whole(s.groups), whole(s.gamma), 1, N, NE, k, E,
                      whole(s.y), s.sE);
 }

@@ -62,6 +62,9 @@ class VulkanExecutor final : public backend::Executor {
     // empty: every expert on the device. From backend::plan_placement.
     ExpertsOnHost experts_on_host;
     int n_threads = 0;              // CPU threads for experts in RAM (0: every core)
+    // An expert in RAM that this many rows of a pass or more are routed to is uploaded into a
+    // staging buffer and computed on the device (hybrid_moe.cpp); 0: never.
+    int stream_rows = 0;
     std::string placement;          // the placement in words (backend::Placement::describe)
   };
   // Throws VulkanError (no driver, no such device, a weight type without a shader).
@@ -87,6 +90,8 @@ class VulkanExecutor final : public backend::Executor {
   const PassCache* recorded_passes() const { return cache_.get(); }
   // "weights X MiB, caches Y MiB, ..." from the device's memory account.
   std::string memory_summary() const;
+  // Experts in RAM streamed to the device and computed there so far (Options::stream_rows).
+  uint64_t streamed_experts() const { return stream_ ? stream_->streamed : 0; }
 
  private:
   struct Scratch;
@@ -116,7 +121,17 @@ class VulkanExecutor final : public backend::Executor {
   // computes the rows routed to those experts on the CPU from the device's input rows h and
   // groups, writes their down rows to d (beside the device's experts' rows) and starts recording
   // the rest of the pass.
-  void run_host_experts(int il, int N, const Buffer& h, int64_t h_stride, const Buffer& groups, const Buffer& d);
+  // The MoE scratch a host step reads and writes: input rows h [N][sE], the groups, the routed
+  // rows' gate, up [N k][sFF] and down [N k][n_embd] products.
+  struct MoeRows {
+    const Buffer *h, *groups, *g, *u, *d;
+    int64_t sE, sFF;
+  };
+  void run_host_experts(int il, int N, const MoeRows& r);
+  // Uploads `experts` (of layer il, at most backend::kStreamedExperts) into the stream's staging
+  // and submits their products over their routed rows into r.g, r.u and r.d; returns the
+  // submission's timeline value.
+  uint64_t stream_experts(int il, int N, const std::vector<int>& experts, const MoeRows& r);
   // Activation rows quantised once for all the block-type products that read them, in each kind
   // (activation_kind: Q8_0, Q8_1, Q8_K) some product needs (a file may mix them on one input;
   // need(): bit 1 << kind).
@@ -150,6 +165,8 @@ class VulkanExecutor final : public backend::Executor {
   std::map<std::pair<int64_t, int>, Q8Activations> q8_;  // by (columns, kind)
   std::FILE* routing_trace_ = nullptr;
   std::unique_ptr<HostExperts> host_experts_;  // when some layer's experts are in RAM
+  int stream_rows_ = 0;                        // Options::stream_rows
+  std::unique_ptr<ExpertStream> stream_;       // when stream_rows_ > 0 and experts are in RAM
   std::string placement_;
 };
 
