@@ -9,6 +9,8 @@
 //      first N layers stay in RAM (--n-cpu-moe N), computed there by the CPU expert runner;
 //      under a budget the boundary layer is split: its experts 0..n-1 on the device, as many as
 //      still fit, the rest in RAM (so the budget is used to within one expert).
+// With --stream-experts N the device also holds staging for experts in RAM streamed to it for
+// passes with N or more rows routed to them (Placement::stream).
 // The token embedding always stays in host memory (a pass uploads only its tokens' rows), unless
 // the head reuses it (no output.weight): then it is on the device as the head.
 //
