@@ -21,9 +21,10 @@ inline std::string test_device() {
 }
 
 // A Vulkan executor with validation on, or a skip when there is no device.
-// experts_on_host: the layers whose routed experts stay in host RAM (empty: none).
+// experts_on_host: [layer][expert] the routed experts that stay in host RAM (empty: none).
 inline std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& m, int max_batch = 256,
-                                                           std::vector<bool> experts_on_host = {}) {
+                                                           vulkan::ExpertsOnHost experts_on_host = {},
+                                                           int stream_rows = 0) {
   std::string error;
   auto probe = vulkan::Instance::create({}, error);
   if (!probe || probe->devices().empty()) return nullptr;
@@ -33,6 +34,7 @@ inline std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& m
   o.validate = vulkan::test::test_validation();
   o.verbose = false;
   o.experts_on_host = std::move(experts_on_host);
+  o.stream_rows = stream_rows;
   o.n_threads = 2;
   return std::make_unique<vulkan::VulkanExecutor>(m, o);
 }
