@@ -14,7 +14,9 @@
 #                                      slice and the full-size clover-35b Q4_0 (written on the spot)
 #                                      in AR and diffusion, the full-size file's memory ladder (24,
 #                                      16, 12, 8 GB device budgets, experts of the first layers in
-#                                      RAM on the CPU) and the card's copy bandwidth (PyTorch).
+#                                      RAM on the CPU), prefill with experts in RAM computed by the
+#                                      CPU or streamed to the card (--stream-experts 0, 8, 32) and
+#                                      the card's copy bandwidth (PyTorch).
 #                                      Steps that would not fit in the budget (default 480 s) are
 #                                      skipped and say so. --local: the same flow on lavapipe with
 #                                      a tiny model (what CI runs: tests/bench/gpu_check_local).
@@ -235,7 +237,7 @@ EOF
     fi
     # The memory ladder (issue #21): the same file under smaller device budgets, routed experts of
     # the first layers in RAM computed by the CPU (--vram-budget picks the placement).
-    if [ "$name" = clover-35b ] || ((LOCAL)); then ladder "$file"; fi
+    if [ "$name" = clover-35b ] || ((LOCAL)); then ladder "$file"; stream "$file"; fi
     if ((LOCAL)); then rm -f "$file"; fi
   done
   finish
@@ -255,6 +257,24 @@ ladder() {  # FILE: tokens/s per device budget
     else
       FAILURES=$((FAILURES + 1))
       row "ladder $budget" "bench failed or ran out of time: $(tail -2 "$OUT/ladder-$budget.log" | tr '\n' ' ')"
+    fi
+  done
+}
+
+stream() {  # FILE: prefill tokens/s with experts in RAM computed by the CPU vs streamed to the device
+  # (--stream-experts N: experts with N or more rows of a pass uploaded and computed there; 0:
+  # never). The default threshold (32, llama.cpp's) is unmeasured until this runs on a card.
+  local file=$1 flags n
+  if ((LOCAL)); then flags="--n-cpu-moe 2"; else flags="--vram-budget 12G"; fi
+  for n in 0 8 32; do
+    if ! fits 40; then row "prefill, --stream-experts $n" "skipped: the time budget"; continue; fi
+    # shellcheck disable=SC2086
+    if timeout "$(left 100000)" "$CLOVER" bench -m "$file" --device "$device" $flags --stream-experts "$n" -p 512 -n 0 \
+        -r 1 --mode ar -t "$threads" --json -q > "$OUT/stream-$n.json" 2> "$OUT/stream-$n.log"; then
+      row "prefill, --stream-experts $n" "$(bench_row stream "$OUT/stream-$n.json")"
+    else
+      FAILURES=$((FAILURES + 1))
+      row "prefill, --stream-experts $n" "bench failed or ran out of time: $(tail -2 "$OUT/stream-$n.log" | tr '\n' ' ')"
     fi
   done
 }

@@ -58,8 +58,13 @@ int main(int argc, char** argv) {
         r.budget = gb << 30, r.n_ctx = n_ctx, r.kv = {kv, kv}, r.max_batch = batch;
         try {
           const backend::Placement p = backend::plan_placement(hp, table, r);
-          std::printf("| %llu GiB | %lld | %d of %d layers | %s | %s (%s + %s) | %s | %s | %s | %s (%s + %s) |\n",
-                      static_cast<unsigned long long>(gb), static_cast<long long>(n_ctx), p.n_host_layers(), hp.n_layer,
+          // Whole layers, and the boundary layer's experts in RAM (per expert).
+          std::string in_ram = fmt::format("{} of {} layers", p.n_host_layers(), hp.n_layer);
+          for (int il = 0; il < hp.n_layer; ++il)
+            if (const int h = p.n_host_experts(il); h > 0 && h < hp.n_expert)
+              in_ram += fmt::format(" + {} of layer {}'s {} experts", h, il, hp.n_expert);
+          std::printf("| %llu GiB | %lld | %s | %s | %s (%s + %s) | %s | %s | %s | %s (%s + %s) |\n",
+                      static_cast<unsigned long long>(gb), static_cast<long long>(n_ctx), in_ram.c_str(),
                       g(p.device_total()).c_str(), g(p.dense_weights + p.expert_weights).c_str(), g(p.dense_weights).c_str(),
                       g(p.expert_weights).c_str(), g(p.kv).c_str(), g(p.recurrent).c_str(), g(p.compute).c_str(),
                       g(p.host_total()).c_str(), g(p.host_weights).c_str(), g(p.host_compute).c_str());

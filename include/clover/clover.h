@@ -97,12 +97,15 @@ struct EngineOptions {
   std::string device = "cpu";
   int n_gpu_layers = -1;
   // Experts in system RAM on a GPU (llama.cpp's flags; docs/placement.md): --cpu-moe, --n-cpu-moe N,
-  // -ot REGEX=cpu|vulkan, --vram-budget SIZE ("16G": the planner picks the layers). n_seq: the
+  // -ot REGEX=cpu|vulkan (blk.N.ffn_up_exps.E: one expert), --vram-budget SIZE ("16G": the planner picks the experts). n_seq: the
   // sessions whose caches the device must hold too (server slots).
   bool cpu_moe = false;
   int n_cpu_moe = 0;
   std::vector<std::string> override_tensor;
   std::string vram_budget;
+  // --stream-experts N: an expert in RAM that N or more rows of a pass are routed to is uploaded
+  // and computed on the GPU instead of the CPU (0: never; -1: the backend's default).
+  int stream_experts = -1;
   int n_seq = 1;
 };
 

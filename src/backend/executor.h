@@ -190,11 +190,22 @@ struct ExecutorOptions {
   int n_cpu_moe = 0;                      // --n-cpu-moe N
   std::vector<std::string> override_tensor;  // -ot REGEX=cpu|vulkan
   uint64_t vram_budget = 0;               // --vram-budget (bytes; 0: none)
+  // --stream-experts N: experts in RAM with N or more routed rows in a pass are uploaded and
+  // computed on the device (0: never; -1: the backend's default, kStreamExpertsDefaultRows on a
+  // GPU, never on a CPU-type device such as lavapipe).
+  int stream_experts = -1;
   // What the device must hold besides weights, for the placement: the sequences' caches.
   int64_t n_ctx = 4096;
   KvTypes kv;
   int n_seq = 1;
 };
+
+// Streaming experts kept in RAM to the device for passes with many rows routed to them: the
+// default threshold on a GPU is llama.cpp's (it offloads host weights' products from batches of
+// 32 rows on); not measured for clover.cpp yet (docs/placement.md). The device's staging buffers
+// hold kStreamedExperts experts at a time.
+inline constexpr int kStreamExpertsDefaultRows = 32;
+inline constexpr int kStreamedExperts = 16;
 
 // Picks and builds the backend (backend/select.cpp); the backend prepares the weights for itself
 // (a GPU backend: uploads them; the CPU computes from the file's bytes as they are, which the

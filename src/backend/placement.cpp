@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <regex>
+#include <string_view>
 
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -127,7 +128,32 @@ uint64_t vulkan_compute_bytes(const model::HParams& hp, std::span<const TensorSi
   return bytes + floats * sizeof(float);
 }
 
-int Placement::n_host_layers() const { return static_cast<int>(std::count(experts_on_host.begin(), experts_on_host.end(), true)); }
+int Placement::n_host_experts(int il) const {
+  const std::vector<bool>& on = expert_on_host[static_cast<size_t>(il)];
+  return static_cast<int>(std::count(on.begin(), on.end(), true));
+}
+
+int Placement::n_host_layers() const {
+  int n = 0;
+  for (size_t il = 0; il < expert_on_host.size(); ++il)
+    n += !expert_on_host[il].empty() && n_host_experts(static_cast<int>(il)) == static_cast<int>(expert_on_host[il].size());
+  return n;
+}
+
+int Placement::n_split_layers() const {
+  int n = 0;
+  for (size_t il = 0; il < expert_on_host.size(); ++il) {
+    const int h = n_host_experts(static_cast<int>(il));
+    n += h > 0 && h < static_cast<int>(expert_on_host[il].size());
+  }
+  return n;
+}
+
+bool Placement::any_on_host() const {
+  for (size_t il = 0; il < expert_on_host.size(); ++il)
+    if (n_host_experts(static_cast<int>(il)) > 0) return true;
+  return false;
+}
 
 std::string format_gib(uint64_t bytes) {
   if (bytes < (1ull << 30)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
@@ -135,29 +161,51 @@ std::string format_gib(uint64_t bytes) {
 }
 
 std::string Placement::describe() const {
-  const int n = static_cast<int>(experts_on_host.size()), h = n_host_layers();
+  const int n = static_cast<int>(expert_on_host.size()), h = n_host_layers();
   // GiB for a full-size model, MiB for a small one.
   const bool big = device_total() >= (1ull << 30);
   const char* unit = big ? "GiB" : "MiB";
   auto g = [big](uint64_t b) { return big ? fmt::format("{:.2f}", b / 1073741824.0) : fmt::format("{:.1f}", b / 1048576.0); };
-  const std::string ranges = layer_ranges(experts_on_host);
+  std::vector<bool> whole(static_cast<size_t>(n), false);
+  std::string split;  // "156 of layer 10's 256 (experts 100-255)"
+  int host_experts = 0, all_experts = 0;
+  for (int il = cpu_layers; il < n; ++il) {
+    const int ne = static_cast<int>(expert_on_host[il].size()), nh = n_host_experts(il);
+    host_experts += nh, all_experts += ne;
+    whole[il] = ne > 0 && nh == ne;
+    if (nh == 0 || nh == ne) continue;
+    split += fmt::format("{}{} of layer {}'s {} (expert{} {})", split.empty() ? "" : ", ", nh, il, ne, nh == 1 ? "" : "s",
+                         layer_ranges(expert_on_host[il]));
+  }
+  const int nd = n - cpu_layers;  // the device's layers
+  const char* dev = cpu_layers ? "device " : "";
   std::string where =
       cpu_layers == 0 ? ""
                       : fmt::format("layer{} on the CPU; ", cpu_layers == 1 ? " 0" : fmt::format("s 0-{}", cpu_layers - 1));
-  where += h == 0 ? fmt::format("every {}layer's experts on the device ({} layer{})", cpu_layers ? "device " : "", n - cpu_layers,
-                                n - cpu_layers == 1 ? "" : "s")
-                  : fmt::format("experts of layer{} {} in RAM ({} of {} {}layers)",
-                                ranges.find_first_of(",-") == std::string::npos ? "" : "s", ranges, h, n - cpu_layers,
-                                cpu_layers ? "device " : "");
+  if (host_experts == 0) {
+    where += fmt::format("every {}layer's experts on the device ({} {}layer{})", dev, nd, dev, nd == 1 ? "" : "s");
+  } else {
+    const std::string ranges = layer_ranges(whole);
+    if (h > 0)
+      where += fmt::format("experts of layer{} {} in RAM", ranges.find_first_of(",-") == std::string::npos ? "" : "s", ranges);
+    if (!split.empty()) where += h > 0 ? ", and " + split : split + " in RAM";
+    if (split.empty())
+      where += fmt::format(" ({} of {} {}layers)", h, nd, dev);
+    else if (h == 0)
+      where += fmt::format(" ({} of {} experts)", host_experts, all_experts);
+    else
+      where += fmt::format(" ({} of {} {}layers whole, {} of {} experts)", h, nd, dev, host_experts, all_experts);
+  }
   const std::string caches = cpu_layers ? fmt::format(", CPU layers' KV and state {}", g(host_caches)) : "";
-  return fmt::format("{}; device {} {}: weights {} (dense {}, experts {}), KV {}, state {}, compute {}; RAM {} {} "
+  return fmt::format("{}; device {} {}: weights {} (dense {}, experts {}), KV {}, state {}, compute {}{}; RAM {} {} "
                      "(weights {}{}, CPU expert scratch {})",
                      where, g(device_total()), unit, g(dense_weights + expert_weights), g(dense_weights), g(expert_weights), g(kv),
-                     g(recurrent), g(compute), g(host_total()), unit, g(host_weights), caches, g(host_compute));
+                     g(recurrent), g(compute), stream ? ", expert streaming " + g(stream) : "", g(host_total()), unit,
+                     g(host_weights), caches, g(host_compute));
 }
 
 Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> table, const PlacementRequest& req) {
-  const int L = hp.n_layer;
+  const int L = hp.n_layer, NE = std::max(1, hp.n_expert);
   if (req.n_cpu_moe < 0) throw ModelError(fmt::format("--n-cpu-moe {}: give a layer count (0 or more)", req.n_cpu_moe));
   if (req.n_seq < 1 || req.n_ctx < 1) throw ModelError("placement: at least one sequence of at least one position");
   if (req.cpu_layers < 0 || req.cpu_layers >= L)
@@ -169,13 +217,22 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
 
   Placement p;
   p.cpu_layers = k0;
-  p.experts_on_host.assign(static_cast<size_t>(L), false);
+  // The CPU's layers' entries stay false: their experts are the CPU executor's, not the device's RAM experts.
+  p.expert_on_host.assign(static_cast<size_t>(L), std::vector<bool>(static_cast<size_t>(NE), false));
   std::vector<uint64_t> layer_experts(static_cast<size_t>(L), 0);  // device bytes of each layer's experts
-  std::vector<int> forced(static_cast<size_t>(L), 0);              // -ot: +1 device, -1 host
-  for (int il = k0; il < std::min(L, req.cpu_moe ? L : req.n_cpu_moe); ++il) p.experts_on_host[il] = true;
+  std::vector<uint64_t> layer_file(static_cast<size_t>(L), 0);     // and as stored in the file
+  // -ot per expert: +1 device, -1 host; the budget moves only the experts no override placed.
+  std::vector<std::vector<int>> forced(static_cast<size_t>(L), std::vector<int>(static_cast<size_t>(NE), 0));
+  for (int il = k0; il < std::min(L, req.cpu_moe ? L : req.n_cpu_moe); ++il) p.expert_on_host[il].assign(NE, true);
   uint64_t cpu_layer_weights = 0;  // file bytes of the CPU's layers
+  auto refuse_cpu_layer = [&](size_t i, const std::string& name, int il) {
+    throw ModelError(fmt::format("-ot {}=vulkan matches {}, but layer {} runs on the CPU (-ngl {} puts layers {}-{} on the "
+                                 "device): raise -ngl or narrow the pattern",
+                                 req.overrides[i].pattern, name, il, L - k0, k0, L - 1));
+  };
   bool has_output = false;
   uint64_t embd = 0, embd_dev = 0;
+  std::vector<bool> matched(res.size(), false);
   for (const TensorSize& t : table) {
     if (t.name == "output.weight") has_output = true;
     if (t.name == "token_embd.weight") embd = t.bytes, embd_dev = device_bytes_of(t);
@@ -184,32 +241,57 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
     const TensorKind k = kind_of(t.name);
     if (k.layer >= L) continue;  // MTP layers: never run
     if (k.layer >= 0 && k.layer < k0) {  // a layer the CPU runs: nothing of it on the device
-      for (size_t i = 0; i < res.size(); ++i)
-        if (std::regex_search(t.name, res[i]) && req.overrides[i].place == Place::Device)
-          throw ModelError(fmt::format("-ot {}=vulkan matches {}, but layer {} runs on the CPU (-ngl {} puts layers {}-{} on the "
-                                       "device): raise -ngl or narrow the pattern",
-                                       req.overrides[i].pattern, t.name, k.layer, L - k0, k0, L - 1));
+      for (size_t i = 0; i < res.size(); ++i) {
+        if (!std::regex_search(t.name, res[i])) continue;
+        matched[i] = true;
+        if (req.overrides[i].place == Place::Device) refuse_cpu_layer(i, t.name, k.layer);
+      }
       cpu_layer_weights += t.bytes;
       continue;
     }
-    for (size_t i = 0; i < res.size(); ++i) {
-      if (!std::regex_search(t.name, res[i])) continue;
-      if (!k.experts) {
+    if (t.name == "token_embd.weight") continue;
+    if (!k.experts) {
+      for (size_t i = 0; i < res.size(); ++i) {
+        if (!std::regex_search(t.name, res[i])) continue;
+        matched[i] = true;
         if (req.overrides[i].place == Place::Host)
           throw ModelError(fmt::format("-ot {}=cpu matches {}: only routed expert tensors (blk.N.ffn_*_exps) can stay in "
                                        "RAM; the dense part is always on the device",
                                        req.overrides[i].pattern, t.name));
-        continue;
       }
-      forced[k.layer] = req.overrides[i].place == Place::Host ? -1 : 1;
-      p.experts_on_host[k.layer] = req.overrides[i].place == Place::Host;
-    }
-    if (t.name == "token_embd.weight") continue;
-    if (k.experts)
-      layer_experts[k.layer] += device_bytes_of(t);
-    else
       p.dense_weights += device_bytes_of(t);
+      continue;
+    }
+    layer_experts[k.layer] += device_bytes_of(t);
+    layer_file[k.layer] += t.bytes;
   }
+  // Overrides in order (the last match wins): a match on an expert tensor's name moves the
+  // layer's experts, one on an expert's virtual name (blk.N.ffn_up_exps.E) moves that expert.
+  for (size_t i = 0; i < res.size(); ++i) {
+    const int v = req.overrides[i].place == Place::Host ? -1 : 1;
+    for (const TensorSize& t : table) {
+      const TensorKind k = kind_of(t.name);
+      if (!k.experts || k.layer >= L) continue;
+      const bool whole_tensor = std::regex_search(t.name, res[i]);
+      const std::string base = t.name.substr(0, t.name.size() - std::string_view(".weight").size());
+      for (int e = 0; e < NE; ++e) {
+        if (!whole_tensor && !std::regex_search(fmt::format("{}.{}", base, e), res[i])) continue;
+        matched[i] = true;
+        if (k.layer < k0) {  // the CPU runs the layer: its experts are not the device's to place
+          if (v > 0) refuse_cpu_layer(i, fmt::format("{}.{}", base, e), k.layer);
+          continue;
+        }
+        forced[k.layer][e] = v;
+        p.expert_on_host[k.layer][e] = v < 0;
+      }
+    }
+  }
+  for (size_t i = 0; i < res.size(); ++i)
+    if (!matched[i])
+      throw ModelError(fmt::format("-ot {}: matches no tensor of this model (expert tensors are named like "
+                                   "blk.0.ffn_up_exps.weight, one expert of them blk.0.ffn_up_exps.5; this model has {} "
+                                   "layers of {} experts)",
+                                   req.overrides[i].pattern, L, NE));
   // A file without output.weight: the head reads the token embedding, uploaded as the head.
   if (!has_output) p.dense_weights += embd_dev;
   // The caches of the device's layers (the CPU's layers keep theirs in RAM).
@@ -223,34 +305,50 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
   p.recurrent = rec_all - rec_cpu;
   p.host_caches = kv_cpu + rec_cpu;
   p.compute = vulkan_compute_bytes(hp, table, req.max_batch);
-  for (uint64_t b : layer_experts) p.expert_bytes_per_layer = std::max(p.expert_bytes_per_layer, b);
+  for (uint64_t b : layer_experts)
+    if (b > p.expert_bytes_per_layer) p.expert_bytes_per_layer = b, p.expert_bytes = b / static_cast<uint64_t>(NE);
 
+  // Every tensor of a layer holds its NE experts back to back, equal in size.
+  auto each = [&](int il) { return layer_experts[il] / static_cast<uint64_t>(NE); };
   const uint64_t fixed = p.dense_weights + p.kv + p.recurrent + p.compute;
-  auto on_device = [&] {
-    uint64_t b = 0;
-    for (int il = 0; il < L; ++il) b += p.experts_on_host[il] ? 0 : layer_experts[il];
-    return b;
-  };
+  // Streaming experts in RAM to the device takes staging for kStreamedExperts of them (the
+  // largest), once any expert is in RAM.
+  const uint64_t stream = req.stream_experts > 0 ? static_cast<uint64_t>(kStreamedExperts) * p.expert_bytes : 0;
+  auto streaming = [&] { return p.any_on_host() ? stream : 0; };
+  uint64_t device_experts = 0;
+  for (int il = 0; il < L; ++il) device_experts += each(il) * static_cast<uint64_t>(NE - p.n_host_experts(il));
   if (req.budget > 0) {
-    // Move layers' experts to RAM, the first layers first, until the rest fits (layers an
-    // override puts on the device stay there).
-    for (int il = k0; il < L && fixed + on_device() > req.budget; ++il)
-      if (forced[il] == 0) p.experts_on_host[il] = true;
-    if (fixed + on_device() > req.budget) {
-      const uint64_t least = fixed + on_device();
+    // Move layers' experts to RAM, the first device layers first, until the rest fits (experts an
+    // override puts on the device stay there); then the boundary layer takes back its experts
+    // 0..n-1 as long as they fit, so the budget is used to within one expert.
+    std::vector<int> moved;
+    int boundary = -1;
+    for (int il = k0; il < L && fixed + device_experts + streaming() > req.budget; ++il) {
+      for (int e = 0; e < NE; ++e) {
+        if (forced[il][e] != 0 || p.expert_on_host[il][e]) continue;
+        p.expert_on_host[il][e] = true;
+        device_experts -= each(il);
+        moved.push_back(e);
+      }
+      if (!moved.empty()) boundary = il;
+      if (fixed + device_experts + streaming() > req.budget) moved.clear();
+    }
+    if (fixed + device_experts + streaming() > req.budget) {
+      const uint64_t least = fixed + device_experts + streaming();
       std::string msg = fmt::format(
           "--vram-budget {} cannot hold this model: even with {} the device needs {} (dense weights {}, KV cache of {} x {} "
           "tokens {}, recurrent state {}, compute buffers for passes of {} tokens {}",
-          format_gib(req.budget), on_device() ? "every expert not forced onto the device by -ot in RAM" : "every expert in RAM",
+          format_gib(req.budget), device_experts ? "every expert not forced onto the device by -ot in RAM" : "every expert in RAM",
           format_gib(least), format_gib(p.dense_weights), req.n_seq, req.n_ctx, format_gib(p.kv), format_gib(p.recurrent),
           req.max_batch, format_gib(p.compute));
-      if (on_device()) msg += fmt::format(", experts kept on the device by -ot {}", format_gib(on_device()));
+      if (streaming()) msg += fmt::format(", staging for streamed experts {} (--stream-experts 0: none)", format_gib(streaming()));
+      if (device_experts) msg += fmt::format(", experts kept on the device by -ot {}", format_gib(device_experts));
       if (least >= (1ull << 30))
         msg += fmt::format("). Would fit: --vram-budget {:.2f}G", std::ceil(least / 1073741824.0 * 100) / 100);
       else
         msg += fmt::format("). Would fit: --vram-budget {}M", (least + (1ull << 20) - 1) >> 20);
       const uint64_t per_pos = kv_bytes_for(hp, 1, req.kv) * static_cast<uint64_t>(req.n_seq);
-      const uint64_t rest = fixed - p.kv + on_device();
+      const uint64_t rest = fixed - p.kv + device_experts + streaming();
       if (per_pos > 0 && req.budget > rest) {
         const int64_t n_ctx = static_cast<int64_t>((req.budget - rest) / per_pos) / 256 * 256;
         if (n_ctx > 0) msg += fmt::format(", or this budget with a context of at most {} tokens (-c {})", n_ctx, n_ctx);
@@ -258,12 +356,17 @@ Placement plan_placement(const model::HParams& hp, std::span<const TensorSize> t
       if (k0 + 1 < L) msg += fmt::format(", or fewer layers on the device (-ngl {} or less)", L - k0 - 1);
       throw ModelError(msg + ".");
     }
+    // `moved` holds the boundary layer's experts the budget moved, in order (none when the
+    // budget moved nothing or the layer had to go whole).
+    for (int e : moved) {
+      if (fixed + device_experts + each(boundary) + stream > req.budget) break;
+      p.expert_on_host[boundary][e] = false;
+      device_experts += each(boundary);
+    }
   }
-  p.expert_weights = on_device();
-  for (const TensorSize& t : table) {
-    const TensorKind k = kind_of(t.name);
-    if (k.experts && k.layer < L && p.experts_on_host[k.layer]) p.host_weights += t.bytes;
-  }
+  p.expert_weights = device_experts;
+  p.stream = streaming();
+  for (int il = k0; il < L; ++il) p.host_weights += layer_file[il] / static_cast<uint64_t>(NE) * p.n_host_experts(il);
   p.host_weights += embd + cpu_layer_weights;
   if (p.any_on_host()) {
     // The CPU expert runner: gate, up and down rows for every routed row of the largest pass, the

@@ -16,25 +16,42 @@ namespace clover::backend {
 namespace {
 
 bool placement_flags(const ExecutorOptions& o) {
-  return o.cpu_moe || o.n_cpu_moe > 0 || !o.override_tensor.empty() || o.vram_budget > 0;
+  return o.cpu_moe || o.n_cpu_moe > 0 || !o.override_tensor.empty() || o.vram_budget > 0 || o.stream_experts > 0;
 }
 
 std::unique_ptr<Executor> make_cpu(const model::Model& model, const ExecutorOptions& opts) {
   if (placement_flags(opts))
-    std::fprintf(stderr, "note: --cpu-moe, --n-cpu-moe, -ot and --vram-budget do nothing on the CPU backend: every weight "
-                         "is in RAM already\n");
+    std::fprintf(stderr, "note: --cpu-moe, --n-cpu-moe, -ot, --vram-budget and --stream-experts do nothing on the CPU "
+                         "backend: every weight is in RAM already\n");
   cpu::CpuExecutor::Options o;
   o.n_threads = opts.n_threads;
   o.max_batch = opts.max_batch;
   return std::make_unique<cpu::CpuExecutor>(model, o);
 }
 
+// --stream-experts's default: kStreamExpertsDefaultRows on a GPU, never on a CPU-type device (its
+// "device memory" is the host's: nothing to gain by copying the weights).
+int stream_rows(const ExecutorOptions& opts, const std::string& device) {
+  if (opts.stream_experts >= 0) return opts.stream_experts;
+  std::string error;
+  auto inst = vulkan::Instance::create({}, error);
+  if (!inst) return 0;  // the executor reports the error
+  try {
+    const int i = inst->resolve(device == "vulkan" ? "" : device);
+    return inst->devices()[i].type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : kStreamExpertsDefaultRows;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 // The device's executor of layers [cpu_layers, n_layer) and the head (all of them when cpu_layers is 0).
 std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& model, const ExecutorOptions& opts,
                                                     const std::string& device, int cpu_layers) {
   // Which experts stay in RAM: the planner, from the flags and the budget (refuses what cannot fit).
+  const int stream = stream_rows(opts, device);
   PlacementRequest req;
   req.cpu_layers = cpu_layers;
+  req.stream_experts = stream;
   req.budget = opts.vram_budget;
   req.cpu_moe = opts.cpu_moe;
   req.n_cpu_moe = opts.n_cpu_moe;
@@ -45,8 +62,9 @@ std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& model, c
   vulkan::VulkanExecutor::Options o;
   o.device = device;
   o.max_batch = opts.max_batch;
-  if (plan.any_on_host()) o.experts_on_host = plan.experts_on_host;
+  if (plan.any_on_host()) o.experts_on_host = plan.expert_on_host;
   o.n_threads = opts.n_threads;
+  o.stream_rows = stream;
   o.placement = plan.describe();
   o.first_layer = cpu_layers;
   const char* v = std::getenv("CLOVER_VK_VALIDATE");

@@ -136,6 +136,7 @@ Runner add_serve_command(CLI::App& app) {
     opt.n_gpu_layers = device.n_gpu_layers;
     opt.cpu_moe = device.cpu_moe;
     opt.n_cpu_moe = device.n_cpu_moe;
+    opt.stream_experts = device.stream_experts;
     opt.override_tensor = device.override_tensor;
     opt.vram_budget = device.vram_budget;
     opt.mmap = !a->load.no_mmap;

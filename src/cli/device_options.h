@@ -19,6 +19,7 @@ struct DeviceArgs {
   int n_cpu_moe = 0;
   std::vector<std::string> override_tensor;
   std::string vram_budget;
+  int stream_experts = -1;
 };
 
 inline void add_device_options(CLI::App* c, DeviceArgs& d) {
@@ -38,10 +39,17 @@ inline void add_device_options(CLI::App* c, DeviceArgs& d) {
       ->check(CLI::Range(0, 1000000));
   c->add_option("--override-tensor", d.override_tensor,
                 "REGEX=cpu|vulkan,... (-ot): where the tensors whose names match go; routed expert tensors "
-                "(blk.N.ffn_*_exps) may stay in RAM (cpu), the last match wins");
+                "(blk.N.ffn_*_exps) may stay in RAM (cpu), the last match wins; one expert: blk.N.ffn_up_exps.E "
+                "(e.g. 'blk\\.3\\.ffn_up_exps\\.(0|5)$=cpu', docs/placement.md)");
   c->add_option("--vram-budget", d.vram_budget,
-                "device memory to use, e.g. 16G: the experts of as many first layers as needed stay in RAM; refused, naming "
+                "device memory to use, e.g. 16G: the experts of as many first layers as needed stay in RAM (the last of "
+                "them split per expert); refused, naming "
                 "what would fit, when the dense part, KV cache and compute buffers alone do not fit");
+  c->add_option("--stream-experts", d.stream_experts,
+                "N: an expert kept in RAM that N or more rows of a pass (prefill, block passes) are routed to is uploaded "
+                "to the GPU and computed there instead of on the CPU; 0: never. Default: 32 on a GPU (llama.cpp's "
+                "threshold, not measured for clover.cpp yet), never on a CPU-type device such as lavapipe")
+      ->check(CLI::Range(0, 1000000));
   c->add_option("--flash-attn", d.flash_attn,
                 "-fa on|off|auto: accepted for llama.cpp command lines; attention always runs as one fused pass over the "
                 "keys (online softmax) on every backend")
@@ -54,6 +62,7 @@ inline void apply_device_options(const DeviceArgs& d, EngineOptions& eo) {
   eo.n_gpu_layers = d.n_gpu_layers;
   eo.cpu_moe = d.cpu_moe;
   eo.n_cpu_moe = d.n_cpu_moe;
+  eo.stream_experts = d.stream_experts;
   eo.override_tensor.clear();
   for (const std::string& ot : d.override_tensor) {  // llama.cpp allows several items separated by commas
     size_t b = 0;

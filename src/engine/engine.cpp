@@ -516,6 +516,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     eo.n_gpu_layers = opts.n_gpu_layers;
     eo.cpu_moe = opts.cpu_moe;
     eo.n_cpu_moe = opts.n_cpu_moe;
+    eo.stream_experts = opts.stream_experts;
     eo.override_tensor = opts.override_tensor;
     if (!opts.vram_budget.empty()) eo.vram_budget = backend::parse_size(opts.vram_budget);
     // The sessions' caches as EngineImpl sizes them (n_ctx + the block scratch).

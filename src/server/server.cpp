@@ -54,6 +54,7 @@ void load(ServerState& st) {
   eo.n_gpu_layers = st.opt.n_gpu_layers;
   eo.cpu_moe = st.opt.cpu_moe;
   eo.n_cpu_moe = st.opt.n_cpu_moe;
+  eo.stream_experts = st.opt.stream_experts;
   eo.override_tensor = st.opt.override_tensor;
   eo.vram_budget = st.opt.vram_budget;
   eo.n_seq = st.opt.n_slots;

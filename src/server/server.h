@@ -24,6 +24,7 @@ struct ServerOptions {
   int n_cpu_moe = 0;
   std::vector<std::string> override_tensor;
   std::string vram_budget;
+  int stream_experts = -1;        // --stream-experts N (EngineOptions)
   bool mmap = true, mlock = false;  // --no-mmap, --mlock (EngineOptions)
   Prefault prefault = Prefault::Background;  // --prefault: /health and /metrics report its progress
   CacheType cache_type_k = CacheType::F16, cache_type_v = CacheType::F16;  // -ctk / -ctv

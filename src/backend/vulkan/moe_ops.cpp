@@ -27,18 +27,34 @@ uint64_t device_experts_bytes(const kernels::MatRef& one, int64_t n_expert) {
   return device_matrix_bytes(one) * static_cast<uint64_t>(n_expert);
 }
 
+int64_t DeviceExperts::n_stored() const {
+  int64_t n = 0;
+  for (const ExpertRun& r : runs) n += r.count;
+  return n;
+}
+
 DeviceExperts upload_experts(Device& dev, const kernels::MatRef* experts, int64_t n_expert, const Buffer& dst,
-                             uint64_t offset) {
+                             uint64_t offset, const std::vector<bool>& skip) {
   if (n_expert < 1) throw VulkanError("upload_experts: no experts");
-  DeviceExperts d;
+  if (!skip.empty() && static_cast<int64_t>(skip.size()) != n_expert)
+    throw VulkanError(fmt::format("upload_experts: a mask of {} experts for {}", skip.size(), n_expert));
   const uint64_t each = device_matrix_bytes(experts[0]);
   if (each % 4) throw VulkanError("upload_experts: an expert's matrix is not a whole number of words");
+  DeviceExperts d{experts[0].type, &dst, offset, n_expert, experts[0].rows, experts[0].cols, 0, each, {}};
+  int64_t slot = 0;
   for (int64_t e = 0; e < n_expert; ++e) {
     if (experts[e].type != experts[0].type || experts[e].rows != experts[0].rows || experts[e].cols != experts[0].cols)
       throw VulkanError(fmt::format("upload_experts: expert {} differs in type or shape from expert 0", e));
-    const DeviceMatrix m = upload_matrix(dev, experts[e], dst, offset + e * each);
-    if (e == 0) d = {m.type, &dst, offset, n_expert, m.rows, m.cols, m.row_stride, each};
+    if (!skip.empty() && skip[e]) continue;
+    const DeviceMatrix m = upload_matrix(dev, experts[e], dst, offset + slot * each);
+    d.type = m.type, d.rows = m.rows, d.cols = m.cols, d.row_stride = m.row_stride;
+    if (!d.runs.empty() && d.runs.back().first + d.runs.back().count == e)
+      ++d.runs.back().count;
+    else
+      d.runs.push_back({e, 1, slot});
+    ++slot;
   }
+  if (slot == 0) throw VulkanError("upload_experts: every expert skipped (nothing to upload)");
   return d;
 }
 
@@ -52,7 +68,9 @@ void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tok
 
 int64_t matmul_experts_dispatches(const Device& dev, const DeviceExperts& w) {
   const int64_t chunk = detail::units_per_dispatch(dev, w.expert_stride, "matmul_experts (one expert's matrix)");
-  return (w.n_expert + chunk - 1) / chunk;
+  int64_t n = 0;
+  for (const ExpertRun& r : w.runs) n += (r.count + chunk - 1) / chunk;
+  return n;
 }
 
 void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w, BufferRange x, int64_t x_stride,
@@ -63,19 +81,21 @@ void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w,
                                   dtype_name(w.type), w.cols, q8_kind_name(activation_kind(w.type)), w.cols));
   if (w.rows < 1 || w.rows > detail::kMaxGroups) throw VulkanError(fmt::format("matmul_experts: {} rows per expert", w.rows));
   const Pipeline& p = dev.pipelines().get(detail::matmul_shader(w.type, true), 5, sizeof(MatmulPush));
-  // Experts per dispatch: as many whole matrices as fit one binding.
+  // Experts per dispatch: as many whole matrices of one run as fit one binding. The shader's
+  // expert is e0 + the workgroup's y; its matrix is at the chunk's start + y * expert_stride.
   const int64_t chunk = detail::units_per_dispatch(dev, w.expert_stride, "matmul_experts (one expert's matrix)");
   const BufferRange act = quant ? whole(q8->quants) : x;
   const BufferRange scales = quant ? whole(q8->scales) : x;
-  for (int64_t e0 = 0; e0 < w.n_expert; e0 += chunk) {
-    const int64_t ne = std::min(chunk, w.n_expert - e0);
-    const detail::WeightChunk c = detail::weight_chunk(dev, *w.buffer, w.offset + static_cast<uint64_t>(e0) * w.expert_stride,
-                                                       ne * w.expert_stride);
-    const MatmulPush push{u32(w.rows, "rows"), u32(w.cols, "cols"), 0, c.lead, u32(w.row_stride, "w_stride"),
-                          u32(x_stride, "x_stride"), u32(y_stride, "y_stride"), 0, u32(e0, "e0"),
-                          u32(w.n_expert, "n_expert"), u32(w.expert_stride, "expert_stride"), gather ? 1u : 0u};
-    cl.dispatch(p, {c.range, act, scales, y, groups_in}, push, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(ne));
-  }
+  for (const ExpertRun& r : w.runs)
+    for (int64_t i0 = 0; i0 < r.count; i0 += chunk) {
+      const int64_t ne = std::min(chunk, r.count - i0);
+      const detail::WeightChunk c = detail::weight_chunk(
+          dev, *w.buffer, w.offset + static_cast<uint64_t>(r.slot + i0) * w.expert_stride, ne * w.expert_stride);
+      const MatmulPush push{u32(w.rows, "rows"), u32(w.cols, "cols"), 0, c.lead, u32(w.row_stride, "w_stride"),
+                            u32(x_stride, "x_stride"), u32(y_stride, "y_stride"), 0, u32(r.first + i0, "e0"),
+                            u32(w.n_expert, "n_expert"), u32(w.expert_stride, "expert_stride"), gather ? 1u : 0u};
+      cl.dispatch(p, {c.range, act, scales, y, groups_in}, push, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(ne));
+    }
 }
 
 void record_swiglu(CommandList& cl, Device& dev, BufferRange g, BufferRange u, int64_t rows, int64_t n, int64_t stride) {

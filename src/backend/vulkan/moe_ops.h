@@ -3,23 +3,34 @@
 // back to the host inside a layer: the groups live in a device buffer the expert products read.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "backend/vulkan/ops.h"
 
 namespace clover::vulkan {
 
-// n_expert matrices of rows x cols (one expert tensor, e.g. ffn_gate_exps), expert e at byte
-// offset + e * expert_stride, its row o at + o * row_stride.
+// Consecutive experts stored back to back: experts [first, first + count) of the layer at stored
+// slots [slot, slot + count).
+struct ExpertRun {
+  int64_t first = 0, count = 0, slot = 0;
+};
+
+// The experts of one expert tensor (e.g. ffn_gate_exps) the device holds, each a matrix of rows x
+// cols: the stored slot s at byte offset + s * expert_stride, its row o at + o * row_stride. A
+// layer whose other experts are in host RAM (backend/placement.h) stores only its own, in runs.
 struct DeviceExperts {
   DType type = DType::F32;
   const Buffer* buffer = nullptr;
   uint64_t offset = 0;
-  int64_t n_expert = 0, rows = 0, cols = 0;
+  int64_t n_expert = 0, rows = 0, cols = 0;  // n_expert: the layer's experts (the groups' layout)
   uint64_t row_stride = 0, expert_stride = 0;
+  std::vector<ExpertRun> runs;  // the experts stored, in order
+  int64_t n_stored() const;
 };
-// Uploads `n_expert` host matrices laid out back to back (each as upload_matrix).
+// Uploads `n_expert` host matrices, but the experts `skip` marks (empty: none), back to back
+// (each as upload_matrix).
 DeviceExperts upload_experts(Device& dev, const kernels::MatRef* experts, int64_t n_expert, const Buffer& dst,
-                             uint64_t offset);
+                             uint64_t offset, const std::vector<bool>& skip = {});
 uint64_t device_experts_bytes(const kernels::MatRef& one_expert, int64_t n_expert);
 
 // Ints of the groups buffer: count [n_expert] | first [n_expert] | token [tokens * k] | row_of [tokens * k].
@@ -29,12 +40,12 @@ inline int64_t moe_group_ints(int64_t n_expert, int64_t tokens, int64_t k) { ret
 void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tokens, int64_t n_expert, int64_t k,
                       BufferRange groups);
 
-// matmul.comp with EXPERTS (twin: kernels::matmul_selected per expert): for every expert e and
-// each routed row r of e, y[r * y_stride + o] = W_e row o . activation row (gather ? token[r] : r).
+// matmul.comp with EXPERTS (twin: kernels::matmul_selected per expert): for every expert e the
+// device stores and each routed row r of e, y[r * y_stride + o] = W_e row o . activation row (gather ? token[r] : r).
 // x and q8 as for record_matmul (q8 for block-quantised experts).
 void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w, BufferRange x, int64_t x_stride,
                            const Q8Activations* q8, BufferRange groups, bool gather, BufferRange y, int64_t y_stride);
-// The dispatches record_matmul_experts records for `w` (its chunks of experts).
+// The dispatches record_matmul_experts records for `w` (its runs' chunks of experts).
 int64_t matmul_experts_dispatches(const Device& dev, const DeviceExperts& w);
 
 // swiglu.comp (twin: kernels::swiglu_span_ref): g = silu(g) * u, rows of n, in place.

@@ -22,8 +22,10 @@ inline std::string test_device() {
 }
 
 // The options of a test's Vulkan executor (validation on, 2 threads), or nullopt when there is no
-// device. experts_on_host: the layers whose routed experts stay in host RAM (empty: none).
-inline std::optional<vulkan::VulkanExecutor::Options> test_options(int max_batch, std::vector<bool> experts_on_host = {}) {
+// device. experts_on_host: [layer][expert] the routed experts that stay in host RAM (empty: none);
+// stream_rows: --stream-experts (0: off).
+inline std::optional<vulkan::VulkanExecutor::Options> test_options(int max_batch, vulkan::ExpertsOnHost experts_on_host = {},
+                                                                   int stream_rows = 0) {
   std::string error;
   auto probe = vulkan::Instance::create({}, error);
   if (!probe || probe->devices().empty()) return std::nullopt;
@@ -33,14 +35,15 @@ inline std::optional<vulkan::VulkanExecutor::Options> test_options(int max_batch
   o.validate = vulkan::test::test_validation();
   o.verbose = false;
   o.experts_on_host = std::move(experts_on_host);
+  o.stream_rows = stream_rows;
   o.n_threads = 2;
   return o;
 }
 
 // A Vulkan executor with validation on, or nullptr when there is no device.
 inline std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& m, int max_batch = 256,
-                                                           std::vector<bool> experts_on_host = {}) {
-  auto o = test_options(max_batch, std::move(experts_on_host));
+                                                           vulkan::ExpertsOnHost experts_on_host = {}, int stream_rows = 0) {
+  auto o = test_options(max_batch, std::move(experts_on_host), stream_rows);
   return o ? std::make_unique<vulkan::VulkanExecutor>(m, *o) : nullptr;
 }
 

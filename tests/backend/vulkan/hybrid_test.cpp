@@ -1,11 +1,15 @@
 // Experts in host RAM (issue #21): the Vulkan executor with the routed experts of some layers kept
 // in RAM and computed by the CPU expert runner, against the CPU executor, for every placement of
-// the tiny model (none, --n-cpu-moe 1..all, --cpu-moe, an override): logits within the bounds of
+// the tiny model (none, --n-cpu-moe 1..all, --cpu-moe, an override; per expert: half a layer's
+// experts, experts {0, 3, 5} of a layer, a budget's boundary layer): logits within the bounds of
 // executor_test.cpp, the device's weight account smaller by exactly the experts kept in RAM and
 // equal to the planner's, denoising passes, and guess-then-verify equal to AR within the backend.
 // Validation layer on, zero messages. Label `vulkan`; the tiny model keeps it short on lavapipe.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -22,17 +26,87 @@ using backend::LogitRows;
 using backend::Pass;
 using testing::TempDir;
 
-std::vector<bool> placement_of(const model::Model& m, int n_cpu_moe, bool cpu_moe, const std::string& ot = {}) {
+vulkan::ExpertsOnHost placement_of(const model::Model& m, int n_cpu_moe, bool cpu_moe, const std::string& ot = {},
+                                   uint64_t budget = 0) {
   backend::PlacementRequest r;
-  r.n_cpu_moe = n_cpu_moe, r.cpu_moe = cpu_moe;
+  r.n_cpu_moe = n_cpu_moe, r.cpu_moe = cpu_moe, r.budget = budget;
   if (!ot.empty()) r.overrides.push_back(backend::parse_tensor_override(ot));
-  return backend::plan_placement(m.hp(), backend::tensor_table(m), r).experts_on_host;
+  return backend::plan_placement(m.hp(), backend::tensor_table(m), r).expert_on_host;
 }
 
-std::string describe(const std::vector<bool>& on_host) {
+// Per layer: D (every expert on the device), H (every expert in RAM), or the experts in RAM:
+// "D(0,3,5)DD".
+std::string describe(const vulkan::ExpertsOnHost& on_host) {
   std::string s;
-  for (bool b : on_host) s += b ? 'H' : 'D';
+  for (const std::vector<bool>& l : on_host) {
+    const int n = static_cast<int>(std::count(l.begin(), l.end(), true));
+    if (n == 0 || n == static_cast<int>(l.size())) {
+      s += n ? 'H' : 'D';
+      continue;
+    }
+    std::string e;
+    for (size_t i = 0; i < l.size(); ++i)
+      if (l[i]) e += (e.empty() ? "" : ",") + std::to_string(i);
+    s += "(" + e + ")";
+  }
   return s;
+}
+
+int host_experts(const vulkan::ExpertsOnHost& on_host) {
+  int n = 0;
+  for (const std::vector<bool>& l : on_host) n += static_cast<int>(std::count(l.begin(), l.end(), true));
+  return n;
+}
+
+// One placement's teacher-forced logits against the CPU executor's (ref, over toks) within the
+// bounds of executor_test.cpp, and the device's weight account: smaller than weights_all_device
+// (0: not known yet, set from this run) by exactly the experts kept in RAM, within 64 KiB of the
+// planner's; its scratch below the planner's compute bound.
+void expect_placement_agrees(const model::Model& m, DType type, const std::vector<int32_t>& toks, const std::vector<float>& ref,
+                             const backend::PassStats& ref_stats, const vulkan::ExpertsOnHost& on_host,
+                             uint64_t& weights_all_device) {
+  SCOPED_TRACE(describe(on_host));
+  const int V = m.hp().n_vocab;
+  auto vk = make_vulkan(m, 64, on_host);
+  if (!vk) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
+  auto vs = vk->new_sequence(64, {});
+  std::vector<float> got(toks.size() * V);
+  Pass pv = Pass::causal(*vs, toks, LogitRows::All, got.data());
+  vk->run(pv);
+  const Agreement a = compare(ref, got, V);
+  std::printf("%s %s: top-1 %.4f, mean KL %.3g, max |delta| %.3g; %s\n", std::string(dtype_name(type)).c_str(),
+              describe(on_host).c_str(), a.top1, a.mean_kl, a.max_abs, vk->memory_summary().c_str());
+  EXPECT_GE(a.top1, 0.99);
+  EXPECT_LE(a.mean_kl, 1e-3);
+  if (type == DType::F32) {
+    EXPECT_LE(a.max_abs, 1e-3);
+  }
+  EXPECT_EQ(pv.stats.expert_rows, ref_stats.expert_rows);
+  EXPECT_EQ(vs->n_past(), static_cast<int>(toks.size()));
+
+  // The device holds the weights the planner says: the experts kept in RAM are not uploaded.
+  const backend::Placement plan = backend::plan_placement(m.hp(), backend::tensor_table(m), {});
+  const uint64_t in_ram = plan.expert_bytes * static_cast<uint64_t>(host_experts(on_host));
+  const uint64_t weights = vk->device().memory().bytes(vulkan::MemoryPurpose::Weights);
+  if (weights_all_device == 0) weights_all_device = weights;
+  // Each expert tensor of a split layer is one buffer of its device experts, rounded up by the
+  // driver (a few hundred bytes at most).
+  int split = 0;
+  for (const std::vector<bool>& l : on_host) {
+    const auto n = std::count(l.begin(), l.end(), true);
+    split += n > 0 && n < static_cast<long>(l.size());
+  }
+  const double saved = static_cast<double>(weights_all_device - weights);
+  EXPECT_NEAR(saved, static_cast<double>(in_ram), 3 * 1024.0 * split);
+  // The device's own account against the planner's (buffers are rounded up to 4 bytes at least).
+  EXPECT_GE(weights, plan.dense_weights + plan.expert_weights - in_ram);
+  EXPECT_LE(weights, plan.dense_weights + plan.expert_weights - in_ram + 64 * 1024);
+  EXPECT_LE(vk->device().memory().bytes(vulkan::MemoryPurpose::Scratch), plan.compute);
+  if (host_experts(on_host) > 0) {
+    EXPECT_NE(vk->memory_summary().find(fmt::format("routed experts in RAM {} of", host_experts(on_host))), std::string::npos)
+        << vk->memory_summary();
+  }
+  expect_silent_validation(*vk);
 }
 
 class VulkanHybrid : public ::testing::TestWithParam<DType> {};
@@ -51,61 +125,69 @@ TEST_P(VulkanHybrid, EveryPlacementAgreesWithTheCpuExecutor) {
   Pass pc = Pass::causal(*cs, toks, LogitRows::All, ref.data());
   cpu.run(pc);
 
-  std::vector<std::vector<bool>> placements{placement_of(*m, 0, false)};
+  std::vector<vulkan::ExpertsOnHost> placements{placement_of(*m, 0, false)};
   for (int n = 1; n <= L; ++n) placements.push_back(placement_of(*m, n, false));
   placements.push_back(placement_of(*m, 0, true));
   placements.push_back(placement_of(*m, 0, false, R"(blk\.(1|3)\.ffn_(gate|up|down)_exps=cpu)"));
   ASSERT_EQ(describe(placements.back()), "DHDH");
-
-  const backend::Placement all_dev = backend::plan_placement(hp, backend::tensor_table(*m), {});
   uint64_t weights_all_device = 0;
-  for (const std::vector<bool>& on_host : placements) {
-    SCOPED_TRACE(describe(on_host));
-    auto vk = make_vulkan(*m, 64, on_host);
-    if (!vk) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
-    auto vs = vk->new_sequence(64, {});
-    std::vector<float> got(toks.size() * V);
-    Pass pv = Pass::causal(*vs, toks, LogitRows::All, got.data());
-    vk->run(pv);
-    const Agreement a = compare(ref, got, V);
-    std::printf("%s %s: top-1 %.4f, mean KL %.3g, max |delta| %.3g; %s\n", std::string(dtype_name(c.type)).c_str(),
-                describe(on_host).c_str(), a.top1, a.mean_kl, a.max_abs, vk->memory_summary().c_str());
-    EXPECT_GE(a.top1, c.type == DType::F32 ? 0.99 : 0.95);
-    EXPECT_LE(a.mean_kl, 1e-3);
-    if (c.type == DType::F32) {
-      EXPECT_LE(a.max_abs, 1e-3);
-    }
-    EXPECT_EQ(pv.stats.expert_rows, pc.stats.expert_rows);
-    EXPECT_EQ(vs->n_past(), static_cast<int>(toks.size()));
+  for (const vulkan::ExpertsOnHost& on_host : placements)
+    expect_placement_agrees(*m, c.type, toks, ref, pc.stats, on_host, weights_all_device);
+}
 
-    // The device holds the weights the planner says: the experts kept in RAM are not uploaded.
-    const backend::Placement& plan = all_dev;
-    uint64_t host_experts = 0;
-    for (int il = 0; il < L; ++il) host_experts += on_host[il] ? all_dev.expert_bytes_per_layer : 0;
-    const uint64_t weights = vk->device().memory().bytes(vulkan::MemoryPurpose::Weights);
-    if (weights_all_device == 0) weights_all_device = weights;
-    EXPECT_EQ(weights_all_device - weights, host_experts);
-    // The device's own account against the planner's (buffers are rounded up to 4 bytes at least).
-    EXPECT_GE(weights, plan.dense_weights + plan.expert_weights - host_experts);
-    EXPECT_LE(weights, plan.dense_weights + plan.expert_weights - host_experts + 64 * 1024);
-    EXPECT_LE(vk->device().memory().bytes(vulkan::MemoryPurpose::Scratch), plan.compute);
-    expect_silent_validation(*vk);
-  }
+// Per-expert placement: a layer's experts split between the device and RAM; the device computes
+// its experts over their routed rows, the CPU the others, the sums meet in the device's combine.
+TEST_P(VulkanHybrid, PerExpertPlacementsAgreeWithTheCpuExecutor) {
+  TempDir d;
+  synth::SynthConfig c = synth::preset("tiny");
+  c.type = GetParam();
+  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  const model::HParams& hp = m->hp();
+  const int V = hp.n_vocab;
+  ASSERT_EQ(hp.n_expert, 8);
+  backend::cpu::CpuExecutor cpu(*m, {2, 64});
+  const std::vector<int32_t> toks = testing::random_tokens(40, V, 11);
+  auto cs = cpu.new_sequence(64, {});
+  std::vector<float> ref(toks.size() * V);
+  Pass pc = Pass::causal(*cs, toks, LogitRows::All, ref.data());
+  cpu.run(pc);
+
+  // Half of layer 1's experts; experts {0, 3, 5} of layer 2 (one tensor's virtual names move all
+  // three); the budget's boundary layer: layer 0 whole and 3 of layer 1's 8 experts in RAM.
+  std::vector<vulkan::ExpertsOnHost> placements;
+  placements.push_back(placement_of(*m, 0, false, R"(blk\.1\.ffn_.*_exps\.[0-3]$=cpu)"));
+  ASSERT_EQ(describe(placements.back()), "D(0,1,2,3)DD");
+  placements.push_back(placement_of(*m, 0, false, R"(blk\.2\.ffn_up_exps\.(0|3|5)$=cpu)"));
+  ASSERT_EQ(describe(placements.back()), "DD(0,3,5)D");
+  const backend::Placement all = backend::plan_placement(hp, backend::tensor_table(*m), {});
+  placements.push_back(placement_of(*m, 0, false, {}, all.device_total() - 10 * all.expert_bytes - all.expert_bytes / 2));
+  ASSERT_EQ(describe(placements.back()), "H(5,6,7)DD");
+  uint64_t weights_all_device = 0;
+  expect_placement_agrees(*m, c.type, toks, ref, pc.stats, placement_of(*m, 0, false), weights_all_device);
+  for (const vulkan::ExpertsOnHost& on_host : placements)
+    expect_placement_agrees(*m, c.type, toks, ref, pc.stats, on_host, weights_all_device);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, VulkanHybrid, ::testing::Values(DType::F32, DType::Q4_0),
                          [](const auto& i) { return std::string(dtype_name(i.param)); });
 
-// Denoising passes with the experts of half the layers in RAM: the CPU's logits, the sequence
-// unchanged; then guess-then-verify greedy equals AR greedy token for token with the same state.
-TEST(VulkanHybridDecode, DenoisingPassesAndGuessThenVerifyWithExpertsInRam) {
+// Denoising passes with experts in RAM: the CPU's logits, the sequence unchanged; then
+// guess-then-verify greedy equals AR greedy token for token with the same state. Placements: the
+// experts of half the layers in RAM, and per expert experts {0, 3, 5} of layer 1 and half of
+// layer 3's.
+class VulkanHybridDecode : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VulkanHybridDecode, DenoisingPassesAndGuessThenVerifyWithExpertsInRam) {
   TempDir d;
   synth::SynthConfig c = synth::preset("tiny");
   c.type = DType::Q8_0;
   auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
   const model::HParams& hp = m->hp();
   const int V = hp.n_vocab, B = 16;
-  auto vk = make_vulkan(*m, 64, placement_of(*m, 2, false));
+  const vulkan::ExpertsOnHost on_host = GetParam() == "layers" ? placement_of(*m, 2, false)
+                                        : placement_of(*m, 0, false, R"(blk\.1\.ffn_gate_exps\.(0|3|5)$|blk\.3\.ffn_down_exps\.[4-7]$=cpu)");
+  ASSERT_EQ(describe(on_host), GetParam() == "layers" ? "HHDD" : "D(0,3,5)D(4,5,6,7)");
+  auto vk = make_vulkan(*m, 64, on_host);
   if (!vk) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
   backend::cpu::CpuExecutor cpu(*m, {2, 64});
   auto cs = cpu.new_sequence(64, {});
@@ -123,7 +205,7 @@ TEST(VulkanHybridDecode, DenoisingPassesAndGuessThenVerifyWithExpertsInRam) {
   cpu.run(dc);
   vk->run(dv);
   const Agreement a = compare(lc, lv, V);
-  std::printf("Q8_0 DDHH denoise: top-1 %.4f, mean KL %.3g\n", a.top1, a.mean_kl);
+  std::printf("Q8_0 %s denoise: top-1 %.4f, mean KL %.3g\n", describe(on_host).c_str(), a.top1, a.mean_kl);
   EXPECT_GE(a.top1, 0.95);
   EXPECT_LE(a.mean_kl, 1e-3);
   EXPECT_EQ(vs->committed_state(), state);
@@ -135,6 +217,9 @@ TEST(VulkanHybridDecode, DenoisingPassesAndGuessThenVerifyWithExpertsInRam) {
   EXPECT_GT(spec.stats.denoise_passes, 0);
   expect_silent_validation(*vk);
 }
+
+INSTANTIATE_TEST_SUITE_P(Placements, VulkanHybridDecode, ::testing::Values("layers", "experts"),
+                         [](const auto& i) { return i.param; });
 
 // Batch invariance with experts in RAM: two sequences' passes stacked into one give each the
 // logits and state it gets alone, bit for bit (the CPU runner's rows do not depend on each other).
@@ -160,6 +245,71 @@ TEST(VulkanHybridStacked, StackedPassesAreBitwiseInvariant) {
   EXPECT_EQ(st_a->committed_state(), alone_a->committed_state());
   EXPECT_EQ(st_b->committed_state(), alone_b->committed_state());
   expect_silent_validation(*vk);
+}
+
+// --stream-experts: experts in RAM with at least N rows in a pass are uploaded to the device's
+// staging and computed there. With every expert in RAM and N = 1 every routed expert streams, and
+// the logits are the all-device pass's bit for bit (the same shaders on the same rows); with N = 6
+// some stream and the CPU computes the rest, within the bounds against the CPU executor; N = 0
+// (never) is the CPU's path. A decode step (one row per expert) streams nothing at N = 6.
+TEST(VulkanHybridStream, StreamedExpertsEqualTheDeviceExperts) {
+  TempDir d;
+  synth::SynthConfig c = synth::preset("tiny");
+  c.type = DType::Q4_0;
+  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  const int V = m->hp().n_vocab;
+  const std::vector<int32_t> toks = testing::random_tokens(40, V, 11);
+  auto logits_of = [&](vulkan::VulkanExecutor& vk) {
+    auto vs = vk.new_sequence(64, {});
+    std::vector<float> out(toks.size() * V);
+    Pass p = Pass::causal(*vs, toks, LogitRows::All, out.data());
+    vk.run(p);
+    return out;
+  };
+  auto all_device = make_vulkan(*m, 64);
+  if (!all_device) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
+  const std::vector<float> ref_dev = logits_of(*all_device);
+  backend::cpu::CpuExecutor cpu(*m, {2, 64});
+  auto cs = cpu.new_sequence(64, {});
+  std::vector<float> ref_cpu(toks.size() * V);
+  Pass pc = Pass::causal(*cs, toks, LogitRows::All, ref_cpu.data());
+  cpu.run(pc);
+
+  const vulkan::ExpertsOnHost in_ram = placement_of(*m, 0, true);
+  auto every = make_vulkan(*m, 64, in_ram, 1);
+  EXPECT_EQ(logits_of(*every), ref_dev);
+  EXPECT_GT(every->streamed_experts(), 0u);
+  backend::PlacementRequest r;
+  r.cpu_moe = true, r.stream_experts = 1;
+  const backend::Placement plan = backend::plan_placement(m->hp(), backend::tensor_table(*m), r);
+  EXPECT_EQ(plan.stream, backend::kStreamedExperts * plan.expert_bytes);
+  EXPECT_LE(every->device().memory().bytes(vulkan::MemoryPurpose::Scratch), plan.compute + plan.stream);
+  expect_silent_validation(*every);
+
+  auto some = make_vulkan(*m, 64, in_ram, 6);
+  const std::vector<float> mixed = logits_of(*some);
+  const uint64_t streamed = some->streamed_experts();
+  const Agreement a = compare(ref_cpu, mixed, V);
+  std::printf("Q4_0 HHHH, --stream-experts 6: %llu of the pass's routed experts streamed; top-1 %.4f, mean KL %.3g\n",
+              static_cast<unsigned long long>(streamed), a.top1, a.mean_kl);
+  EXPECT_GT(streamed, 0u);
+  EXPECT_LT(streamed, every->streamed_experts());
+  EXPECT_GE(a.top1, 0.99);
+  EXPECT_LE(a.mean_kl, 1e-3);
+  // A decode step: one row, no expert reaches 6 rows.
+  auto vs = some->new_sequence(64, {});
+  std::vector<float> one(V);
+  const std::vector<int32_t> first_token{toks[0]};
+  Pass step = Pass::causal(*vs, first_token, LogitRows::Last, one.data());
+  some->run(step);
+  EXPECT_EQ(some->streamed_experts(), streamed);
+  expect_silent_validation(*some);
+
+  auto never = make_vulkan(*m, 64, in_ram, 0);
+  const Agreement n = compare(ref_cpu, logits_of(*never), V);
+  EXPECT_EQ(never->streamed_experts(), 0u);
+  EXPECT_GE(n.top1, 0.99);
+  EXPECT_LE(n.mean_kl, 1e-3);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ using testing::TempDir;
 
 // The split of -ngl n_gpu (layers [0, L - n_gpu) on the CPU), or nullptr without a device.
 std::unique_ptr<backend::LayerSplitExecutor> make_split(const model::Model& m, int n_gpu, int max_batch = 64,
-                                                        std::vector<bool> experts_on_host = {}) {
+                                                        vulkan::ExpertsOnHost experts_on_host = {}) {
   const int k = m.hp().n_layer - n_gpu;
   auto o = test_options(max_batch, std::move(experts_on_host));
   if (!o) return nullptr;
@@ -164,8 +164,9 @@ TEST(LayerSplitDecode, DenoisingAndGuessThenVerifyEqualAr) {
   req.cpu_layers = 1, req.n_cpu_moe = 2;  // layer 0 on the CPU, layer 1's experts in RAM
   const backend::Placement plan = backend::plan_placement(hp, backend::tensor_table(*m), req);
   ASSERT_EQ(plan.n_host_layers(), 1);
-  ASSERT_TRUE(plan.experts_on_host[1]);
-  auto split = make_split(*m, L - 1, 64, plan.experts_on_host);
+  ASSERT_EQ(plan.n_host_experts(1), hp.n_expert);
+  ASSERT_EQ(plan.n_host_experts(0), 0);
+  auto split = make_split(*m, L - 1, 64, plan.expert_on_host);
   if (!split) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
   backend::cpu::CpuExecutor cpu(*m, {2, 64});
   auto cs = cpu.new_sequence(64, {});

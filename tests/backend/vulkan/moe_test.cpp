@@ -185,6 +185,67 @@ TEST_F(MoeTest, LayerQ5_0MatchesTheCpuComposition) { check_moe(dev(), DType::Q5_
 TEST_F(MoeTest, LayerQ5_1MatchesTheCpuComposition) { check_moe(dev(), DType::Q5_1, 5e-4); }
 TEST_F(MoeTest, LayerIQ4_NLMatchesTheCpuComposition) { check_moe(dev(), DType::IQ4_NL, 5e-4); }
 
+// A tensor of which the device stores only some experts (the others kept in host RAM by a
+// per-expert placement): stored in runs, here two experts a dispatch under a lowered binding
+// limit, it computes the rows of its experts bit for bit as the tensor with every expert stored,
+// and leaves the other experts' rows as they were.
+TEST_F(MoeTest, StoredSubsetOfExpertsComputesOnlyItsRows) {
+  const int NE = 16, T = 9, k = 4, E = 64, ff = 32;
+  std::vector<HostMatrix> gate;
+  std::vector<kernels::MatRef> refs;
+  for (int e = 0; e < NE; ++e) gate.push_back(random_matrix(DType::F32, ff, E, 700 + e, 0.3f));
+  for (const HostMatrix& m : gate) refs.push_back(m.ref);
+  std::vector<int32_t> ids;  // token t's slot j: expert (t + 4 j) % 16, every expert routed to
+  for (int t = 0; t < T; ++t)
+    for (int j = 0; j < k; ++j) ids.push_back((t + 4 * j) % NE);
+  const std::vector<int32_t> groups = group_ref(ids, T, NE, k);
+  std::vector<bool> skip(NE, false);
+  for (int e : {0, 3, 5, 6, 15}) skip[e] = true;
+
+  Buffer b_all = dev().create_buffer(device_experts_bytes(refs[0], NE), MemoryPurpose::Weights);
+  Buffer b_part = dev().create_buffer(device_experts_bytes(refs[0], NE - 5), MemoryPurpose::Weights);
+  const DeviceExperts all = upload_experts(dev(), refs.data(), NE, b_all, 0);
+  const DeviceExperts part = upload_experts(dev(), refs.data(), NE, b_part, 0, skip);
+  ASSERT_EQ(part.runs.size(), 3u);
+  EXPECT_EQ(part.runs[0].first, 1);
+  EXPECT_EQ(part.runs[0].count, 2);
+  EXPECT_EQ(part.runs[0].slot, 0);
+  EXPECT_EQ(part.runs[1].first, 4);
+  EXPECT_EQ(part.runs[1].count, 1);
+  EXPECT_EQ(part.runs[1].slot, 2);
+  EXPECT_EQ(part.runs[2].first, 7);
+  EXPECT_EQ(part.runs[2].count, 8);
+  EXPECT_EQ(part.runs[2].slot, 3);
+  EXPECT_EQ(part.n_stored(), NE - 5);
+  EXPECT_EQ(part.n_expert, NE);
+  std::vector<bool> none(NE, true);
+  EXPECT_THROW(upload_experts(dev(), refs.data(), NE, b_part, 0, none), VulkanError);
+
+  const std::vector<float> h = random_floats(static_cast<size_t>(T) * E, 710, -1.5f, 1.5f);
+  const std::vector<float> sentinel(static_cast<size_t>(T) * k * ff, 1234.5f);
+  Buffer hb = to_device(dev(), h), gb = to_device(dev(), groups);
+  Buffer y_all = to_device(dev(), sentinel), y_part = to_device(dev(), sentinel);
+  const uint64_t limit = dev().binding_limit();
+  dev().set_binding_limit(2 * all.expert_stride + all.expert_stride / 2);
+  EXPECT_EQ(matmul_experts_dispatches(dev(), part), 1 + 1 + 4);
+  CommandList cl(dev());
+  cl.begin();
+  record_matmul_experts(cl, dev(), all, whole(hb), E, nullptr, whole(gb), true, whole(y_all), ff);
+  record_matmul_experts(cl, dev(), part, whole(hb), E, nullptr, whole(gb), true, whole(y_part), ff);
+  cl.end();
+  cl.run();
+  dev().set_binding_limit(limit);
+  const std::vector<float> ya = from_device<float>(dev(), y_all, sentinel.size());
+  const std::vector<float> yp = from_device<float>(dev(), y_part, sentinel.size());
+  for (int e = 0; e < NE; ++e)
+    for (int r = groups[NE + e]; r < groups[NE + e] + groups[e]; ++r)
+      for (int o = 0; o < ff; ++o) {
+        const size_t i = static_cast<size_t>(r) * ff + o;
+        ASSERT_NE(ya[i], 1234.5f) << "expert " << e << " row " << r;
+        ASSERT_EQ(yp[i], skip[e] ? 1234.5f : ya[i]) << "expert " << e << " row " << r << " column " << o;
+      }
+}
+
 TEST_F(MoeTest, SwigluMatchesTheReference) {
   const int64_t rows = 3, n = 77, stride = 80;
   std::vector<float> g = random_floats(static_cast<size_t>(rows * stride), 61, -6.0f, 6.0f);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace clover::vulkan {
@@ -23,6 +24,8 @@ std::string_view device_supported_list() {
 
 namespace {
 
+int count_marked(const std::vector<bool>& v) { return static_cast<int>(std::count(v.begin(), v.end(), true)); }
+
 class Uploader {
  public:
   Uploader(Device& dev, DeviceWeights& w, uint64_t total, const std::function<void(uint64_t, uint64_t)>& progress)
@@ -35,13 +38,14 @@ class Uploader {
     done(device_matrix_bytes(m));
     return d;
   }
-  DeviceExperts experts(const model::ExpertsRef& e, int n_expert, const std::string& what) {
+  // The experts `skip` does not mark (empty: all), back to back.
+  DeviceExperts experts(const model::ExpertsRef& e, int n_expert, const std::vector<bool>& skip, const std::string& what) {
     check(e.first.type, what);
     std::vector<kernels::MatRef> mats;
     for (int i = 0; i < n_expert; ++i) mats.push_back(e.expert(i));
-    const uint64_t bytes = device_experts_bytes(e.first, n_expert);
+    const uint64_t bytes = device_experts_bytes(e.first, n_expert - count_marked(skip));
     Buffer& b = make(bytes);
-    DeviceExperts d = upload_experts(dev_, mats.data(), n_expert, b, 0);
+    DeviceExperts d = upload_experts(dev_, mats.data(), n_expert, b, 0, skip);
     done(bytes);
     return d;
   }
@@ -75,11 +79,13 @@ class Uploader {
   const std::function<void(uint64_t, uint64_t)>& progress_;
 };
 
-bool on_host(const std::vector<bool>& experts_on_host, int il) {
-  return il < static_cast<int>(experts_on_host.size()) && experts_on_host[il];
+// Layer il's experts in RAM (empty: none).
+const std::vector<bool>& on_host(const ExpertsOnHost& experts_on_host, int il) {
+  static const std::vector<bool> none;
+  return il < static_cast<int>(experts_on_host.size()) ? experts_on_host[il] : none;
 }
 
-uint64_t total_bytes(const model::Model& model, const std::vector<bool>& experts_on_host, int first_layer) {
+uint64_t total_bytes(const model::Model& model, const ExpertsOnHost& experts_on_host, int first_layer) {
   const model::HParams& hp = model.hp();
   const model::ModelWeights& W = model.weights();
   uint64_t n = device_matrix_bytes(W.output) + 4ull * hp.n_embd;
@@ -93,15 +99,16 @@ uint64_t total_bytes(const model::Model& model, const std::vector<bool>& experts
       for (const auto* m : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o}) n += device_matrix_bytes(*m);
     for (const auto* m : {&L.moe.router, &L.moe.shared_gate_inp, &L.moe.shared_gate, &L.moe.shared_up, &L.moe.shared_down})
       n += device_matrix_bytes(*m);
-    if (!on_host(experts_on_host, il))
-      for (const auto* e : {&L.moe.gate, &L.moe.up, &L.moe.down}) n += device_experts_bytes(e->first, hp.n_expert);
+    const int n_dev = hp.n_expert - count_marked(on_host(experts_on_host, il));
+    if (n_dev > 0)
+      for (const auto* e : {&L.moe.gate, &L.moe.up, &L.moe.down}) n += device_experts_bytes(e->first, n_dev);
   }
   return n;
 }
 
 }  // namespace
 
-DeviceWeights upload_weights(Device& dev, const model::Model& model, const std::vector<bool>& experts_on_host,
+DeviceWeights upload_weights(Device& dev, const model::Model& model, const ExpertsOnHost& experts_on_host,
                              int first_layer, const std::function<void(uint64_t, uint64_t)>& progress) {
   const model::HParams& hp = model.hp();
   const model::ModelWeights& W = model.weights();
@@ -152,11 +159,17 @@ DeviceWeights upload_weights(Device& dev, const model::Model& model, const std::
     d.shared_gate = up.matrix(M.shared_gate, at + "shared expert gate proj");
     d.shared_up = up.matrix(M.shared_up, at + "shared expert up proj");
     d.shared_down = up.matrix(M.shared_down, at + "shared expert down proj");
-    d.experts_on_host = on_host(experts_on_host, il);
-    if (!d.experts_on_host) {
-      d.gate_exps = up.experts(M.gate, hp.n_expert, at + "expert gate");
-      d.up_exps = up.experts(M.up, hp.n_expert, at + "expert up");
-      d.down_exps = up.experts(M.down, hp.n_expert, at + "expert down");
+    d.expert_on_host = on_host(experts_on_host, il);
+    if (!d.expert_on_host.empty() && static_cast<int>(d.expert_on_host.size()) != hp.n_expert)
+      throw VulkanError(fmt::format("a placement of {} experts for layer {} of {}", d.expert_on_host.size(), il, hp.n_expert));
+    d.n_host_experts = count_marked(d.expert_on_host);
+    d.experts_on_device = d.n_host_experts < hp.n_expert;
+    w.n_host_experts += d.n_host_experts, w.n_experts += hp.n_expert;
+    for (const auto* e : {&M.gate, &M.up, &M.down}) w.host_expert_bytes += device_experts_bytes(e->first, d.n_host_experts);
+    if (d.experts_on_device) {
+      d.gate_exps = up.experts(M.gate, hp.n_expert, d.expert_on_host, at + "expert gate");
+      d.up_exps = up.experts(M.up, hp.n_expert, d.expert_on_host, at + "expert up");
+      d.down_exps = up.experts(M.down, hp.n_expert, d.expert_on_host, at + "expert down");
     }
     w.layers.push_back(d);
   }

@@ -32,8 +32,11 @@ struct DeviceLayer {
   // The reverse in-block path of denoising passes (official files only: ssm_rev_*).
   DeviceMatrix rev_beta, rev_alpha;
   const Buffer* rev_params = nullptr;  // rev dt_bias [Hv], then rev a [Hv]
-  // MoE. With experts_on_host the routed experts are not uploaded (the CPU computes them).
-  bool experts_on_host = false;
+  // MoE. The routed experts expert_on_host marks are not uploaded (the CPU computes them); the
+  // rest are (gate_exps, up_exps and down_exps hold only those).
+  std::vector<bool> expert_on_host;  // [n_expert], or empty: every expert on the device
+  int n_host_experts = 0;
+  bool experts_on_device = true;     // some expert of the layer is
   DeviceMatrix router, shared_gate_inp, shared_gate, shared_up, shared_down;
   DeviceExperts gate_exps, up_exps, down_exps;
 };
@@ -44,6 +47,10 @@ struct DeviceWeights {
   const Buffer* output_norm = nullptr;
   DeviceMatrix output;
   uint64_t bytes = 0;  // allocated for weights
+  // Routed experts of all layers kept in host RAM, of all, and the device bytes those in RAM would
+  // take (not uploaded).
+  int n_host_experts = 0, n_experts = 0;
+  uint64_t host_expert_bytes = 0;
 };
 
 // Whether the backend has matmul shaders for matrices of this type (device_supported_list()).
@@ -51,11 +58,15 @@ bool device_supports(DType t);
 // The types device_supports accepts, for messages.
 std::string_view device_supported_list();
 
-// Uploads the weights but the routed experts of the layers experts_on_host marks (empty: none) and
-// every weight of the layers before first_layer (the CPU's part of a layer split: their
-// DeviceLayer stays empty); progress(done, total) in bytes after each tensor. Throws VulkanError
-// naming the first tensor whose type has no shader.
-DeviceWeights upload_weights(Device& dev, const model::Model& model, const std::vector<bool>& experts_on_host = {},
+// [layer][expert]: the routed expert stays in host RAM (backend::Placement::expert_on_host); empty:
+// every expert on the device.
+using ExpertsOnHost = std::vector<std::vector<bool>>;
+
+// Uploads the weights but the routed experts experts_on_host marks and every weight of the layers
+// before first_layer (the CPU's part of a layer split: their DeviceLayer stays empty);
+// progress(done, total) in bytes after each tensor. Throws VulkanError naming the first tensor
+// whose type has no shader.
+DeviceWeights upload_weights(Device& dev, const model::Model& model, const ExpertsOnHost& experts_on_host = {},
                              int first_layer = 0, const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 }  // namespace clover::vulkan

@@ -1,15 +1,22 @@
-// The split point of a hybrid pass: a layer whose routed experts are in host RAM.
+// The split point of a hybrid pass: a layer with routed experts in host RAM (all of them, or some:
+// per-expert placement).
 //
-//   device:  router -> top-k ids and weights -> groups;  shared expert  (recorded before the split)
+//   device:  router -> top-k ids and weights -> groups;  shared expert;  the experts the device
+//            holds over their routed rows  (recorded before the split)
 //   host:    (a host step after the recorded segment) read back h [N][E] and the groups; the CPU expert runner
-//            computes down_e(silu(gate_e h) * up_e h) for every routed row (backend/cpu/experts.h)
-//   device:  the routed rows' outputs go up into the buffer the device's experts write, and the
-//            pass records on from the combine (routed sum + gated shared expert), as for a layer
-//            whose experts are on the device.
+//            computes down_e(silu(gate_e h) * up_e h) for every row routed to an expert in RAM
+//            (backend/cpu/experts.h)
+//            (--stream-experts N: an expert in RAM with N or more rows is uploaded to staging and
+//            computed by the device instead, stream_experts())
+//   device:  those rows go up into the buffer the device's experts write (rows are grouped by
+//            expert, so the rows of consecutive experts in RAM are one range: one upload each),
+//            and the pass records on from the combine (routed sum + gated shared expert), as for a
+//            layer whose experts are on the device.
 // The routing is the device's, so the rows and weights are the ones an all-device pass uses; only
 // the expert products differ (the CPU's kernels), within the Vulkan-vs-CPU bounds.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/vulkan/executor/vulkan_executor.h"
@@ -17,23 +24,90 @@
 
 namespace clover::vulkan {
 
-void VulkanExecutor::run_host_experts(int il, int N, const Buffer& h, int64_t h_stride, const Buffer& groups, const Buffer& d) {
+namespace {
+// The activation kinds products with these weights read (VulkanExecutor::quantize's `needed`).
+unsigned need(DType t) { return reads_q8_activations(t) ? 1u << static_cast<int>(activation_kind(t)) : 0u; }
+}  // namespace
+
+uint64_t VulkanExecutor::stream_experts(int il, int N, const std::vector<int>& experts, const MoeRows& r) {
+  ExpertStream& st = *stream_;
+  const model::MoeWeights& M = model_.weights().layers[il].moe;
+  const int NE = hp_.n_expert;
+  const int64_t E = hp_.n_embd, k = hp_.n_expert_used, ff = hp_.n_ff_exp;
+  std::vector<bool> skip(static_cast<size_t>(NE), true);
+  for (int e : experts) skip[e] = false;
+  // The batch's matrices back to back in the staging buffers, in runs of consecutive experts.
+  auto up = [&](const model::ExpertsRef& ref, const Buffer& buf) {
+    std::vector<kernels::MatRef> mats;
+    for (int e = 0; e < NE; ++e) mats.push_back(ref.expert(e));
+    return upload_experts(*dev_, mats.data(), NE, buf, 0, skip);
+  };
+  const DeviceExperts gate = up(M.gate, st.gate), upe = up(M.up, st.up), down = up(M.down, st.down);
+  // Their products as the device computes its own experts' (record_moe): gate and up over the
+  // routed rows' tokens, swiglu, down over the routed rows. Rows of other experts are written by
+  // swiglu only, after their last use.
+  CommandList& cl = *st.list;
+  cl.begin();
+  CommandList* const recording = rec_;
+  rec_ = &cl;
+  const QuantActs q8 = quantize(need(gate.type) | need(upe.type), whole(*r.h), N, E, r.sE);
+  record_matmul_experts(cl, *dev_, gate, whole(*r.h), r.sE, q8.for_type(gate.type), whole(*r.groups), true, whole(*r.g), r.sFF);
+  record_matmul_experts(cl, *dev_, upe, whole(*r.h), r.sE, q8.for_type(upe.type), whole(*r.groups), true, whole(*r.u), r.sFF);
+  record_swiglu(cl, *dev_, whole(*r.g), whole(*r.u), N * k, ff, r.sFF);
+  const QuantActs q8g = quantize(need(down.type), whole(*r.g), N * k, ff, r.sFF);
+  record_matmul_experts(cl, *dev_, down, whole(*r.g), r.sFF, q8g.for_type(down.type), whole(*r.groups), false, whole(*r.d), E);
+  rec_ = recording;
+  cl.end();
+  st.streamed += experts.size();
+  return cl.submit();
+}
+
+void VulkanExecutor::run_host_experts(int il, int N, const MoeRows& r) {
   // The pass splits here (recorded_pass.h): the host step runs after the segment recorded so far
   // each time the recording is submitted. What it captures is the same for every submission: the
   // layer and the token count are part of the recording's key, the buffers are the executor's
   // scratch.
-  split_pass([this, il, N, &h, h_stride, &groups, &d] {
+  split_pass([this, il, N, r] {
     HostExperts& hx = *host_experts_;
     const int64_t E = hp_.n_embd, k = hp_.n_expert_used;
-    hx.rows_in.resize(static_cast<size_t>(N) * h_stride);
-    dev_->download(h, 0, hx.rows_in.data(), hx.rows_in.size() * sizeof(float));
+    const int NE = hp_.n_expert;
+    hx.groups.resize(static_cast<size_t>(moe_group_ints(NE, N, k)));
+    dev_->download(*r.groups, 0, hx.groups.data(), hx.groups.size() * sizeof(int32_t));
+    const int32_t* count = hx.groups.data();
+    const int32_t* first = count + NE;
+    // Experts in RAM with stream_rows_ or more rows: streamed to the device, a staging buffer's
+    // worth at a time; the last batch runs while the CPU computes the others.
+    const std::vector<bool>& on_host = w_.layers[il].expert_on_host;
+    std::vector<bool> cpu = on_host;
+    std::vector<int> streamed;
+    for (int e = 0; e < NE && stream_rows_ > 0; ++e)
+      if (on_host[e] && count[e] >= stream_rows_) streamed.push_back(e), cpu[e] = false;
+    uint64_t pending = 0;
+    for (size_t b0 = 0; b0 < streamed.size(); b0 += backend::kStreamedExperts) {
+      if (pending) dev_->wait(pending);
+      const auto b1 = streamed.begin() + static_cast<std::ptrdiff_t>(std::min(streamed.size(), b0 + backend::kStreamedExperts));
+      pending = stream_experts(il, N, std::vector<int>(streamed.begin() + static_cast<std::ptrdiff_t>(b0), b1), r);
+    }
+    hx.rows_in.resize(static_cast<size_t>(N) * r.sE);
+    dev_->download(*r.h, 0, hx.rows_in.data(), hx.rows_in.size() * sizeof(float));
     hx.x.resize(static_cast<size_t>(N) * E);
     for (int t = 0; t < N; ++t)
-      std::memcpy(&hx.x[static_cast<size_t>(t) * E], &hx.rows_in[static_cast<size_t>(t) * h_stride], E * sizeof(float));
-    hx.groups.resize(static_cast<size_t>(moe_group_ints(hp_.n_expert, N, k)));
-    dev_->download(groups, 0, hx.groups.data(), hx.groups.size() * sizeof(int32_t));
-    hx.run(il, hx.x.data(), N, hx.groups.data());
-    dev_->upload(d, 0, hx.down_rows(), static_cast<uint64_t>(N) * k * E * sizeof(float));
+      std::memcpy(&hx.x[static_cast<size_t>(t) * E], &hx.rows_in[static_cast<size_t>(t) * r.sE], E * sizeof(float));
+    hx.run(il, hx.x.data(), N, hx.groups.data(), cpu);
+    if (pending) dev_->wait(pending);
+    // Ranges of routed rows [first[e], first[e] + count[e]) of consecutive experts the CPU
+    // computed (an expert no row goes to does not break a range).
+    for (int e = 0; e < NE;) {
+      if (!cpu[e] || count[e] == 0) {
+        ++e;
+        continue;
+      }
+      const int64_t r0 = first[e];
+      int64_t r1 = r0;
+      for (; e < NE && (cpu[e] || count[e] == 0); ++e) r1 = first[e] + count[e];
+      dev_->upload(*r.d, static_cast<uint64_t>(r0) * E * sizeof(float), hx.down_rows() + r0 * E,
+                   static_cast<uint64_t>(r1 - r0) * E * sizeof(float));
+    }
   });
 }
 

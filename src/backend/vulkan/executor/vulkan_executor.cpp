@@ -101,6 +101,9 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
   const bool tty = isatty(fileno(stderr)) != 0;
   if (!opts.experts_on_host.empty() && static_cast<int>(opts.experts_on_host.size()) != hp_.n_layer)
     throw VulkanError(fmt::format("a placement of {} layers for a model of {}", opts.experts_on_host.size(), hp_.n_layer));
+  bool any_on_host = false;
+  for (int il = first_layer_; il < static_cast<int>(opts.experts_on_host.size()); ++il)  // the device's layers only
+    any_on_host |= std::find(opts.experts_on_host[il].begin(), opts.experts_on_host[il].end(), true) != opts.experts_on_host[il].end();
   w_ = upload_weights(*dev_, model, opts.experts_on_host, first_layer_, [&](uint64_t done, uint64_t total) {
     if (!opts.verbose || total == 0) return;
     const int pct = static_cast<int>(100 * done / total);
@@ -174,8 +177,25 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
   const char* every = std::getenv("CLOVER_VK_RECORD_EVERY_PASS");
   if (!opts.record_every_pass && !(every && std::string(every) == "1"))
     cache_ = std::make_unique<PassCache>(static_cast<size_t>(std::max(1, opts.recorded_passes)));
-  if (std::find(opts.experts_on_host.begin(), opts.experts_on_host.end(), true) != opts.experts_on_host.end())
+  if (any_on_host)
     host_experts_ = std::make_unique<HostExperts>(model, max_batch_, opts.n_threads);
+  if (any_on_host && opts.stream_rows > 0) {
+    // Staging for kStreamedExperts experts of the largest layer with experts in RAM.
+    stream_rows_ = opts.stream_rows;
+    stream_ = std::make_unique<ExpertStream>();
+    uint64_t bytes[3] = {};
+    for (int il = 0; il < hp_.n_layer; ++il) {
+      if (w_.layers[il].n_host_experts == 0) continue;
+      const model::MoeWeights& M = model.weights().layers[il].moe;
+      const model::ExpertsRef* t[3] = {&M.gate, &M.up, &M.down};
+      for (int i = 0; i < 3; ++i)
+        bytes[i] = std::max(bytes[i], device_experts_bytes(t[i]->expert(0), backend::kStreamedExperts));
+    }
+    stream_->gate = dev_->create_buffer(bytes[0], MemoryPurpose::Scratch);
+    stream_->up = dev_->create_buffer(bytes[1], MemoryPurpose::Scratch);
+    stream_->down = dev_->create_buffer(bytes[2], MemoryPurpose::Scratch);
+    stream_->list = std::make_unique<CommandList>(*dev_, 64);
+  }
   if (opts.verbose) std::fprintf(stderr, "vulkan: %s\n", memory_summary().c_str());
 }
 
@@ -188,11 +208,30 @@ int VulkanExecutor::n_threads() const { return host_experts_ ? host_experts_->n_
 std::string VulkanExecutor::memory_summary() const {
   const MemoryAccount& m = dev_->memory();
   auto mib = [](uint64_t b) { return b / 1048576.0; };
-  return fmt::format("device memory {:.1f} MiB: weights {:.1f}, caches {:.1f}, recurrent state {:.1f}, scratch {:.1f}, "
-                     "staging {:.1f} ({} allocations)",
-                     mib(m.total()), mib(m.bytes(MemoryPurpose::Weights)), mib(m.bytes(MemoryPurpose::Cache)),
-                     mib(m.bytes(MemoryPurpose::State)), mib(m.bytes(MemoryPurpose::Scratch)),
-                     mib(m.bytes(MemoryPurpose::Staging)), m.allocations());
+  std::string s = fmt::format("device memory {:.1f} MiB: weights {:.1f}, caches {:.1f}, recurrent state {:.1f}, scratch {:.1f}, "
+                              "staging {:.1f} ({} allocations)",
+                              mib(m.total()), mib(m.bytes(MemoryPurpose::Weights)), mib(m.bytes(MemoryPurpose::Cache)),
+                              mib(m.bytes(MemoryPurpose::State)), mib(m.bytes(MemoryPurpose::Scratch)),
+                              mib(m.bytes(MemoryPurpose::Staging)), m.allocations());
+  if (w_.n_host_experts == 0) return s;
+  // Which experts the CPU computes: whole layers ("0-9"), and the layers split per expert.
+  std::string whole, split;
+  for (int il = 0; il < hp_.n_layer; ++il) {
+    const DeviceLayer& L = w_.layers[il];
+    if (L.n_host_experts == 0) continue;
+    if (L.experts_on_device) {
+      split += fmt::format("{}{} of layer {}'s {}", split.empty() ? "" : ", ", L.n_host_experts, il, hp_.n_expert);
+      continue;
+    }
+    int j = il;
+    while (j + 1 < hp_.n_layer && !w_.layers[j + 1].experts_on_device) ++j;
+    whole += fmt::format("{}{}", whole.empty() ? "" : ",", j == il ? fmt::format("{}", il) : fmt::format("{}-{}", il, j));
+    il = j;
+  }
+  const uint64_t saved = w_.host_expert_bytes;
+  return s + fmt::format("; routed experts in RAM {} of {}{}{}{}{} ({} not uploaded)", w_.n_host_experts, w_.n_experts,
+                         whole.empty() ? "" : ": layers ", whole, split.empty() ? "" : (whole.empty() ? ": " : "; "), split,
+                         saved >= (1u << 20) ? fmt::format("{:.1f} MiB", mib(saved)) : fmt::format("{:.1f} KiB", saved / 1024.0));
 }
 
 std::unique_ptr<backend::Sequence> VulkanExecutor::new_sequence(int n_ctx, backend::KvTypes types) {
@@ -599,8 +638,9 @@ void VulkanExecutor::record_moe(int il, int N) {
   matmul(L.router, whole(s.h), s.sE, q8, N, router, s.sNE);
   record_moe_router(*rec_, *dev_, router, N, NE, k, s.sNE, ids, whole(s.wts));
   record_moe_group(*rec_, *dev_, ids, N, NE, k, whole(s.groups));
-  // The routed experts: gate and up read each routed row's token; down reads the routed rows.
-  if (!L.experts_on_host) {
+  // The routed experts the device holds: gate and up read each routed row's token; down reads the
+  // routed rows.
+  if (L.experts_on_device) {
     record_matmul_experts(*rec_, *dev_, L.gate_exps, whole(s.h), s.sE, q8.for_type(L.gate_exps.type), whole(s.groups),
                           true, whole(s.g), s.sFF);
     record_matmul_experts(*rec_, *dev_, L.up_exps, whole(s.h), s.sE, q8.for_type(L.up_exps.type), whole(s.groups), true,
@@ -610,7 +650,7 @@ void VulkanExecutor::record_moe(int il, int N) {
   matmul(L.shared_gate, whole(s.h), s.sE, q8, N, whole(s.gs), s.sFS);
   matmul(L.shared_up, whole(s.h), s.sE, q8, N, whole(s.us), s.sFS);
   matmul(L.shared_gate_inp, whole(s.h), s.sE, q8, N, whole(s.gamma), 1);
-  if (!L.experts_on_host) {
+  if (L.experts_on_device) {
     record_swiglu(*rec_, *dev_, whole(s.g), whole(s.u), N * k, ff, s.sFF);
     const QuantActs q8g = quantize(need(L.down_exps), whole(s.g), N * k, ff, s.sFF);
     record_matmul_experts(*rec_, *dev_, L.down_exps, whole(s.g), s.sFF, q8g.for_type(L.down_exps.type), whole(s.groups),
@@ -619,8 +659,8 @@ void VulkanExecutor::record_moe(int il, int N) {
   record_swiglu(*rec_, *dev_, whole(s.gs), whole(s.us), N, fs, s.sFS);
   const QuantActs q8s = quantize(need(L.shared_down), whole(s.gs), N, fs, s.sFS);
   matmul(L.shared_down, whole(s.gs), s.sFS, q8s, N, whole(s.ds), E);
-  // Experts in host RAM: the pass splits here and the CPU computes the routed rows (hybrid_moe.cpp).
-  if (L.experts_on_host) run_host_experts(il, N, s.h, s.sE, s.groups, s.d);
+  // Experts in host RAM: the pass splits here and the CPU computes their routed rows (hybrid_moe.cpp).
+  if (L.n_host_experts > 0) run_host_experts(il, N, {&s.h, &s.groups, &s.g, &s.u, &s.d, s.sE, s.sFF});
   record_moe_combine(*rec_, *dev_, whole(s.d), whole(s.ds), whole(s.wts), whole(s.groups), whole(s.gamma), 1, N, NE, k, E,
                      whole(s.y), s.sE);
 }

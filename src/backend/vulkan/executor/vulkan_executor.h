@@ -58,10 +58,13 @@ class VulkanExecutor final : public backend::Executor {
     // Causal passes run the GDN delta rule's whole aligned 64-position chunks on the chunked scan
     // (gdn_scan.comp); false: every token on the step shader (tests, and the before/after timing).
     bool gdn_scan = true;
-    // Per layer: its routed experts stay in host RAM and the CPU computes them (hybrid_moe.cpp);
+    // [layer][expert]: the routed expert stays in host RAM and the CPU computes it (hybrid_moe.cpp);
     // empty: every expert on the device. From backend::plan_placement.
-    std::vector<bool> experts_on_host;
+    ExpertsOnHost experts_on_host;
     int n_threads = 0;              // CPU threads for experts in RAM (0: every core)
+    // An expert in RAM that this many rows of a pass or more are routed to is uploaded into a
+    // staging buffer and computed on the device (hybrid_moe.cpp); 0: never.
+    int stream_rows = 0;
     std::string placement;          // the placement in words (backend::Placement::describe)
     // Layers [first_layer, n_layer) and the head only: the back part of a layer split
     // (backend/layer_split.h), run by run_back(); the earlier layers' weights are not uploaded and
@@ -96,6 +99,8 @@ class VulkanExecutor final : public backend::Executor {
   const PassCache* recorded_passes() const { return cache_.get(); }
   // "weights X MiB, caches Y MiB, ..." from the device's memory account.
   std::string memory_summary() const;
+  // Experts in RAM streamed to the device and computed there so far (Options::stream_rows).
+  uint64_t streamed_experts() const { return stream_ ? stream_->streamed : 0; }
 
  private:
   struct Scratch;
@@ -122,10 +127,21 @@ class VulkanExecutor final : public backend::Executor {
   void record_moe(int il, int N);
   void record_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
   void read_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
-  // The split point of a layer whose experts are in host RAM (hybrid_moe.cpp): runs what was
-  // recorded, computes the routed rows on the CPU from the device's input rows h and groups,
-  // writes their down rows to d and starts recording the rest of the pass.
-  void run_host_experts(int il, int N, const Buffer& h, int64_t h_stride, const Buffer& groups, const Buffer& d);
+  // The split point of a layer with experts in host RAM (hybrid_moe.cpp): runs what was recorded,
+  // computes the rows routed to those experts on the CPU from the device's input rows h and
+  // groups, writes their down rows to d (beside the device's experts' rows) and starts recording
+  // the rest of the pass.
+  // The MoE scratch a host step reads and writes: input rows h [N][sE], the groups, the routed
+  // rows' gate, up [N k][sFF] and down [N k][n_embd] products.
+  struct MoeRows {
+    const Buffer *h, *groups, *g, *u, *d;
+    int64_t sE, sFF;
+  };
+  void run_host_experts(int il, int N, const MoeRows& r);
+  // Uploads `experts` (of layer il, at most backend::kStreamedExperts) into the stream's staging
+  // and submits their products over their routed rows into r.g, r.u and r.d; returns the
+  // submission's timeline value.
+  uint64_t stream_experts(int il, int N, const std::vector<int>& experts, const MoeRows& r);
   // Activation rows quantised once for all the block-type products that read them, in each kind
   // (activation_kind: Q8_0, Q8_1, Q8_K) some product needs (a file may mix them on one input;
   // need(): bit 1 << kind).
@@ -161,6 +177,8 @@ class VulkanExecutor final : public backend::Executor {
   std::map<std::pair<int64_t, int>, Q8Activations> q8_;  // by (columns, kind)
   std::FILE* routing_trace_ = nullptr;
   std::unique_ptr<HostExperts> host_experts_;  // when some layer's experts are in RAM
+  int stream_rows_ = 0;                        // Options::stream_rows
+  std::unique_ptr<ExpertStream> stream_;       // when stream_rows_ > 0 and experts are in RAM
   std::string placement_;
 };
 
