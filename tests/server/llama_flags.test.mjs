@@ -154,10 +154,10 @@ test('CLOVER_ARG_* variables set the flags; a flag beats the variable', async ()
   assert.equal(runClover(['tokenize', '-m', process.env.CLOVER_MODEL_PATH, '--text', 'hi'], { CLOVER_ARG_TEMP: '7000' }).status, 0);
 });
 
-test('-ot, --cpu-moe and --n-cpu-moe on the CPU backend: accepted with a note that they do nothing there', async () => {
-  const srv = await spawnServer(['-ot', '.ffn_.*_exps.=CPU', '--n-cpu-moe', '20', '--device', 'cpu']);
+test('-ot, --cpu-moe, --n-cpu-moe and --stream-experts on the CPU backend: accepted with a note that they do nothing there', async () => {
+  const srv = await spawnServer(['-ot', '.ffn_.*_exps.=CPU', '--n-cpu-moe', '20', '--stream-experts', '8', '--device', 'cpu']);
   try {
-    assert.match(srv.log(), /note: --cpu-moe, --n-cpu-moe, -ot and --vram-budget do nothing on the CPU backend/);
+    assert.match(srv.log(), /note: --cpu-moe, --n-cpu-moe, -ot, --vram-budget and --stream-experts do nothing on the CPU backend/);
   } finally {
     srv.proc.kill('SIGTERM');
   }
