@@ -111,19 +111,36 @@ void expect_placement_agrees(const model::Model& m, DType type, const std::vecto
 
 class VulkanHybrid : public ::testing::TestWithParam<DType> {};
 
+// The tiny model in one type and the CPU executor's teacher-forced logits over 40 random tokens:
+// what every placement is compared with.
+struct CpuReference {
+  DType type;
+  std::unique_ptr<model::Model> m;
+  std::vector<int32_t> toks;
+  std::vector<float> logits;
+  backend::PassStats stats;
+};
+
+CpuReference cpu_reference(const TempDir& d, DType type) {
+  synth::SynthConfig c = synth::preset("tiny");
+  c.type = type;
+  CpuReference r{type, model::Model::load(testing::write_synth(d, "m.gguf", c)), {}, {}, {}};
+  const int V = r.m->hp().n_vocab;
+  backend::cpu::CpuExecutor cpu(*r.m, {2, 64});
+  r.toks = testing::random_tokens(40, V, 11);
+  auto cs = cpu.new_sequence(64, {});
+  r.logits.resize(r.toks.size() * V);
+  Pass pc = Pass::causal(*cs, r.toks, LogitRows::All, r.logits.data());
+  cpu.run(pc);
+  r.stats = pc.stats;
+  return r;
+}
+
 TEST_P(VulkanHybrid, EveryPlacementAgreesWithTheCpuExecutor) {
   TempDir d;
-  synth::SynthConfig c = synth::preset("tiny");
-  c.type = GetParam();
-  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
-  const model::HParams& hp = m->hp();
-  const int V = hp.n_vocab, L = hp.n_layer;
-  backend::cpu::CpuExecutor cpu(*m, {2, 64});
-  const std::vector<int32_t> toks = testing::random_tokens(40, V, 11);
-  auto cs = cpu.new_sequence(64, {});
-  std::vector<float> ref(toks.size() * V);
-  Pass pc = Pass::causal(*cs, toks, LogitRows::All, ref.data());
-  cpu.run(pc);
+  const CpuReference r = cpu_reference(d, GetParam());
+  const model::Model* m = r.m.get();
+  const int L = m->hp().n_layer;
 
   std::vector<vulkan::ExpertsOnHost> placements{placement_of(*m, 0, false)};
   for (int n = 1; n <= L; ++n) placements.push_back(placement_of(*m, n, false));
@@ -132,25 +149,17 @@ TEST_P(VulkanHybrid, EveryPlacementAgreesWithTheCpuExecutor) {
   ASSERT_EQ(describe(placements.back()), "DHDH");
   uint64_t weights_all_device = 0;
   for (const vulkan::ExpertsOnHost& on_host : placements)
-    expect_placement_agrees(*m, c.type, toks, ref, pc.stats, on_host, weights_all_device);
+    expect_placement_agrees(*m, r.type, r.toks, r.logits, r.stats, on_host, weights_all_device);
 }
 
 // Per-expert placement: a layer's experts split between the device and RAM; the device computes
 // its experts over their routed rows, the CPU the others, the sums meet in the device's combine.
 TEST_P(VulkanHybrid, PerExpertPlacementsAgreeWithTheCpuExecutor) {
   TempDir d;
-  synth::SynthConfig c = synth::preset("tiny");
-  c.type = GetParam();
-  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  const CpuReference r = cpu_reference(d, GetParam());
+  const model::Model* m = r.m.get();
   const model::HParams& hp = m->hp();
-  const int V = hp.n_vocab;
   ASSERT_EQ(hp.n_expert, 8);
-  backend::cpu::CpuExecutor cpu(*m, {2, 64});
-  const std::vector<int32_t> toks = testing::random_tokens(40, V, 11);
-  auto cs = cpu.new_sequence(64, {});
-  std::vector<float> ref(toks.size() * V);
-  Pass pc = Pass::causal(*cs, toks, LogitRows::All, ref.data());
-  cpu.run(pc);
 
   // Half of layer 1's experts; experts {0, 3, 5} of layer 2 (one tensor's virtual names move all
   // three); the budget's boundary layer: layer 0 whole and 3 of layer 1's 8 experts in RAM.
@@ -163,9 +172,9 @@ TEST_P(VulkanHybrid, PerExpertPlacementsAgreeWithTheCpuExecutor) {
   placements.push_back(placement_of(*m, 0, false, {}, all.device_total() - 10 * all.expert_bytes - all.expert_bytes / 2));
   ASSERT_EQ(describe(placements.back()), "H(5,6,7)DD");
   uint64_t weights_all_device = 0;
-  expect_placement_agrees(*m, c.type, toks, ref, pc.stats, placement_of(*m, 0, false), weights_all_device);
+  expect_placement_agrees(*m, r.type, r.toks, r.logits, r.stats, placement_of(*m, 0, false), weights_all_device);
   for (const vulkan::ExpertsOnHost& on_host : placements)
-    expect_placement_agrees(*m, c.type, toks, ref, pc.stats, on_host, weights_all_device);
+    expect_placement_agrees(*m, r.type, r.toks, r.logits, r.stats, on_host, weights_all_device);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, VulkanHybrid, ::testing::Values(DType::F32, DType::Q4_0),
