@@ -13,12 +13,23 @@
 
 #include "backend/vulkan/executor/vulkan_executor.h"
 #include "backend/vulkan/vk_test_util.h"  // test_validation
+#include "model/model_test_util.h"         // TempDir, write_synth
+#include "synth/synth.h"
 
 namespace clover {
 
 inline std::string test_device() {
   const char* e = std::getenv("CLOVER_VK_TEST_DEVICE");
   return std::string("vulkan:") + (e ? e : "0");
+}
+
+// The tiny synthetic model in one weight type and file layout, written into d and loaded.
+inline std::unique_ptr<model::Model> tiny_model(const testing::TempDir& d, DType type,
+                                                model::Layout layout = model::Layout::Official) {
+  synth::SynthConfig c = synth::preset("tiny");
+  c.type = type;
+  c.layout = layout;
+  return model::Model::load(testing::write_synth(d, "m.gguf", c));
 }
 
 // The options of a test's Vulkan executor (validation on, 2 threads), or nullopt when there is no

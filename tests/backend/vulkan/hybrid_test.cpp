@@ -122,9 +122,7 @@ struct CpuReference {
 };
 
 CpuReference cpu_reference(const TempDir& d, DType type) {
-  synth::SynthConfig c = synth::preset("tiny");
-  c.type = type;
-  CpuReference r{type, model::Model::load(testing::write_synth(d, "m.gguf", c)), {}, {}, {}};
+  CpuReference r{type, tiny_model(d, type), {}, {}, {}};
   const int V = r.m->hp().n_vocab;
   backend::cpu::CpuExecutor cpu(*r.m, {2, 64});
   r.toks = testing::random_tokens(40, V, 11);
@@ -188,9 +186,7 @@ class VulkanHybridDecode : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VulkanHybridDecode, DenoisingPassesAndGuessThenVerifyWithExpertsInRam) {
   TempDir d;
-  synth::SynthConfig c = synth::preset("tiny");
-  c.type = DType::Q8_0;
-  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  auto m = tiny_model(d, DType::Q8_0);
   const model::HParams& hp = m->hp();
   const int V = hp.n_vocab, B = 16;
   const vulkan::ExpertsOnHost on_host = GetParam() == "layers" ? placement_of(*m, 2, false)
@@ -234,9 +230,7 @@ INSTANTIATE_TEST_SUITE_P(Placements, VulkanHybridDecode, ::testing::Values("laye
 // logits and state it gets alone, bit for bit (the CPU runner's rows do not depend on each other).
 TEST(VulkanHybridStacked, StackedPassesAreBitwiseInvariant) {
   TempDir d;
-  synth::SynthConfig c = synth::preset("tiny");
-  c.type = DType::Q4_0;
-  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  auto m = tiny_model(d, DType::Q4_0);
   const int V = m->hp().n_vocab;
   auto vk = make_vulkan(*m, 64, placement_of(*m, 0, false, R"(blk\.[02]\.ffn_up_exps=cpu)"));
   if (!vk) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
@@ -263,9 +257,7 @@ TEST(VulkanHybridStacked, StackedPassesAreBitwiseInvariant) {
 // (never) is the CPU's path. A decode step (one row per expert) streams nothing at N = 6.
 TEST(VulkanHybridStream, StreamedExpertsEqualTheDeviceExperts) {
   TempDir d;
-  synth::SynthConfig c = synth::preset("tiny");
-  c.type = DType::Q4_0;
-  auto m = model::Model::load(testing::write_synth(d, "m.gguf", c));
+  auto m = tiny_model(d, DType::Q4_0);
   const int V = m->hp().n_vocab;
   const std::vector<int32_t> toks = testing::random_tokens(40, V, 11);
   auto logits_of = [&](vulkan::VulkanExecutor& vk) {

@@ -37,13 +37,6 @@ std::unique_ptr<backend::LayerSplitExecutor> make_split(const model::Model& m, i
                                                       std::make_unique<vulkan::VulkanExecutor>(m, *o));
 }
 
-std::unique_ptr<model::Model> tiny(const TempDir& d, DType type, model::Layout layout = model::Layout::Official) {
-  synth::SynthConfig c = synth::preset("tiny");
-  c.type = type;
-  c.layout = layout;
-  return model::Model::load(testing::write_synth(d, "m.gguf", c));
-}
-
 struct SplitCase {
   DType type;
   model::Layout layout;
@@ -57,7 +50,7 @@ class LayerSplit : public ::testing::TestWithParam<SplitCase> {};
 TEST_P(LayerSplit, AgreesWithTheCpuExecutor) {
   TempDir d;
   const SplitCase sc = GetParam();
-  auto m = tiny(d, sc.type, sc.layout);
+  auto m = tiny_model(d, sc.type, sc.layout);
   const model::HParams& hp = m->hp();
   const int V = hp.n_vocab, L = hp.n_layer;
   ASSERT_GE(L, 3);
@@ -116,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(Types, LayerSplit,
 // decode step stacked with a denoising block; logits and the state left behind.
 TEST(LayerSplitStacked, StackedPassesAreBitwiseInvariant) {
   TempDir d;
-  auto m = tiny(d, DType::Q4_0);
+  auto m = tiny_model(d, DType::Q4_0);
   const model::HParams& hp = m->hp();
   const int V = hp.n_vocab, B = 8;
   auto split = make_split(*m, hp.n_layer / 2);
@@ -157,7 +150,7 @@ TEST(LayerSplitStacked, StackedPassesAreBitwiseInvariant) {
 // layer in RAM on top of the split (--n-cpu-moe applies to the device's layers).
 TEST(LayerSplitDecode, DenoisingAndGuessThenVerifyEqualAr) {
   TempDir d;
-  auto m = tiny(d, DType::Q8_0);
+  auto m = tiny_model(d, DType::Q8_0);
   const model::HParams& hp = m->hp();
   const int V = hp.n_vocab, B = 16, L = hp.n_layer;
   backend::PlacementRequest req;
@@ -208,7 +201,7 @@ TEST(LayerSplitDecode, DenoisingAndGuessThenVerifyEqualAr) {
 // either side is refused as a whole-model executor.
 TEST(LayerSplitSequence, SnapshotRestoreTruncateReset) {
   TempDir d;
-  auto m = tiny(d, DType::F32);
+  auto m = tiny_model(d, DType::F32);
   const int V = m->hp().n_vocab;
   auto split = make_split(*m, 1);
   if (!split) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
