@@ -112,6 +112,29 @@ TEST(JinjaLimits, HostileTemplatesFailCleanly) {
   EXPECT_THROW(Template("{{ " + deep + "1" + std::string(500, ')') + " }}"), TemplateError);
 }
 
+// A float too large for int64 where an integer is wanted is an error naming the value, never a
+// wrapped (undefined) conversion: the fuzzer found batch(1.9e124); int and %d take the same path.
+TEST(JinjaLimits, HugeFloatsAsIntegersFailCleanly) {
+  const char* cases[] = {
+      "{{ range(5)|batch(1888888888888888888888888888888888888888888888888888.0, 'x') }}",
+      "{{ range(5)|batch(18888888888888888888888888888888888888888888888888888, 'x') }}",
+      "{{ 1e300|int }}",
+      "{{ '%d' % 1e30 }}",
+      "{{ '%d' % (1e308 * 10) }}",
+  };
+  for (const char* src : cases) {
+    try {
+      Template t(src);
+      t.render(nlohmann::ordered_json::object());
+      ADD_FAILURE() << "accepted: " << src;
+    } catch (const TemplateError& e) {
+      EXPECT_FALSE(e.message.empty()) << src;
+    }
+  }
+  Template ok("{{ 2.9|int }} {{ -2.9|int }} {{ '%d' % 7.5 }} {{ range(5)|batch(2.0)|list|length }}");
+  EXPECT_EQ(ok.render(nlohmann::ordered_json::object()), "2 -2 7 3");
+}
+
 TEST(JinjaOptions, WithoutTrimAndLstrip) {
   TemplateOptions opt;
   opt.lexer.trim_blocks = false;

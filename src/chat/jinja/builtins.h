@@ -33,6 +33,9 @@ ValueList iterate(const Value& v);
 bool py_less(const Value& a, const Value& b);
 // Python `fmt % args` (printf-style: %s %r %d %i %f %x %%, with flags and width).
 std::string py_percent_format(const std::string& fmt, const Value& args);
+// Python int(x) for a float: truncates toward zero; throws for inf/nan and for values outside
+// int64 (Python's int is unbounded; ours is not, so such a value is an error, never wrapped).
+int64_t py_int_from_float(double x);
 // Python `x in container`.
 bool py_contains(const Value& container, const Value& x);
 

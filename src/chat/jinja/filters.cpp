@@ -24,7 +24,7 @@ bool arg_bool(const CallArgs& a, size_t i, std::string_view name, bool def) {
 int64_t arg_int(const CallArgs& a, size_t i, std::string_view name, int64_t def) {
   const Value* v = arg(a, i, name);
   if (!v || v->is_none() || v->is_undefined()) return def;
-  if (v->is_float()) return static_cast<int64_t>(v->as_float());
+  if (v->is_float()) return py_int_from_float(v->as_float());
   if (!v->is_int() && !v->is_bool()) throw NativeError("expected an integer argument '" + std::string(name) + "'");
   return v->as_int();
 }
@@ -184,7 +184,7 @@ Value f_int(Interpreter&, const Value& v, CallArgs& a) {
   int64_t base = arg_int(a, 1, "base", 10);
   if (v.is_undefined()) throw NativeError(v.undefined_hint().empty() ? "value is undefined" : v.undefined_hint());
   if (v.is_int() || v.is_bool()) return Value::integer(v.as_int());
-  if (v.is_float()) return std::isfinite(v.as_float()) ? Value::integer(static_cast<int64_t>(v.as_float())) : Value::integer(def);
+  if (v.is_float()) return std::isfinite(v.as_float()) ? Value::integer(py_int_from_float(v.as_float())) : Value::integer(def);
   if (v.is_string()) {
     std::string s = v.as_string();
     size_t b = s.find_first_not_of(" \t\n\r\f\v"), e = s.find_last_not_of(" \t\n\r\f\v");

@@ -2,6 +2,7 @@
 // helpers the other builtins share. Mutating methods (list.append, dict.update, ...) are absent, as
 // in HF's ImmutableSandboxedEnvironment: looking them up gives undefined.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "chat/jinja/builtins.h"
@@ -445,6 +446,15 @@ Value get_method(const Value& obj, std::string_view name) {
 
 // ---- shared helpers -------------------------------------------------------------------------------
 
+int64_t py_int_from_float(double x) {
+  if (std::isnan(x)) throw NativeError("cannot convert float NaN to integer");
+  if (std::isinf(x)) throw NativeError("cannot convert float infinity to integer");
+  // [-2^63, 2^63) is exactly representable at both ends as doubles.
+  if (x >= 9223372036854775808.0 || x < -9223372036854775808.0)
+    throw NativeError("integer too large: " + py_str(Value::number(x)) + " does not fit in 64 bits");
+  return static_cast<int64_t>(x);
+}
+
 bool is_py_space(uint32_t c) {
   return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f) || c == 0x85 || c == 0xa0 ||
          c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
@@ -543,7 +553,7 @@ std::string py_percent_format(const std::string& fmt, const Value& args) {
       std::snprintf(buf, sizeof buf, (spec + "s").c_str(), s.c_str());
     } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
       if (!v.is_number()) throw NativeError("%" + std::string(1, conv) + " format: a number is required, not " + v.type_name());
-      long long x = v.is_float() ? static_cast<long long>(v.as_float()) : v.as_int();
+      long long x = v.is_float() ? py_int_from_float(v.as_float()) : v.as_int();
       std::snprintf(buf, sizeof buf, (spec + "ll" + (conv == 'i' ? 'd' : conv)).c_str(), x);
     } else if (conv == 'f' || conv == 'F' || conv == 'e' || conv == 'E' || conv == 'g' || conv == 'G') {
       if (!v.is_number()) throw NativeError("must be real number, not " + v.type_name());
