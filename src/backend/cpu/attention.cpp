@@ -42,9 +42,10 @@ void CpuExecutor::attention_layer(int il, CpuSequence& seq, int T, PassKind kind
   const int slot = seq.layer_slot(il);
   const int64_t n_past = seq.n_past();
 
-  linear(W.q, s.h.row(0), T, hp_.n_embd, s.qg.row(0));  // [T][nh * 2hd]
-  linear(W.k, s.h.row(0), T, hp_.n_embd, s.k.row(0));   // [T][nkv * hd]
-  linear(W.v, s.h.row(0), T, hp_.n_embd, s.v.row(0));
+  const Projection qkv[] = {{&W.q, s.qg.row(0)},  // [T][nh * 2hd]
+                           {&W.k, s.k.row(0)},   // [T][nkv * hd]
+                           {&W.v, s.v.row(0)}};
+  linears(qkv, s.h.row(0), T, hp_.n_embd);
 
   // Per-head norms and rope; K and V go to the cache at their positions, in the cache's types.
   pool_.parallel_for(T, 1, [&](int64_t b, int64_t e) {

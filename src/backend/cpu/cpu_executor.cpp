@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_executor.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <fmt/format.h>
 #include <thread>
@@ -70,6 +71,45 @@ void CpuExecutor::linear(const kernels::MatRef& w, const float* x, int T, int64_
     return;
   }
   pool_.parallel_for(w.rows, 16, [&](int64_t b, int64_t e) { kernels::matmul(w, a, y, w.rows, b, e, order); });
+}
+
+void CpuExecutor::linears(std::span<const Projection> ps, const float* x, int T, int64_t x_stride) {
+  constexpr size_t kMax = 8;
+  bool together = !stack_active_ && ps.size() > 1 && ps.size() <= kMax;
+  const kernels::MatRef& w0 = *ps[0].w;
+  const DType act = kernels::activation_type(w0.type);
+  for (const Projection& p : ps)
+    together = together && p.w->cols == w0.cols && kernels::activation_type(p.w->type) == act;
+  if (!together) {
+    for (const Projection& p : ps) linear(*p.w, x, T, x_stride, p.y);
+    return;
+  }
+  s_->acts.convert(x, T, w0.cols, x_stride, act);
+  const kernels::ActRows& a = s_->acts;
+  // One row space: projection i's rows start at first[i], a multiple of 16, so that no chunk of
+  // the region (a multiple of 16 rows) splits a 16-row tile of a matrix.
+  std::array<int64_t, kMax + 1> first{};
+  std::array<kernels::SumOrder, kMax> order{};
+  int64_t macs = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const kernels::MatRef& w = *ps[i].w;
+    order[i] = kernels::sum_order(w.type, w.rows, w.cols);
+    first[i + 1] = first[i] + (w.rows + 15) / 16 * 16;
+    macs += w.rows * w.cols * T;
+  }
+  const auto rows = [&](int64_t b, int64_t e) {
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const kernels::MatRef& w = *ps[i].w;
+      const int64_t lo = std::max(b, first[i]), hi = std::min(e, first[i] + w.rows);
+      if (lo < hi) kernels::matmul(w, a, ps[i].y, w.rows, lo - first[i], hi - first[i], order[i]);
+    }
+  };
+  // As in linear(): below ~64K multiply-adds a parallel region costs more than it saves.
+  if (macs < (int64_t{1} << 16)) {
+    rows(0, first[ps.size()]);
+    return;
+  }
+  pool_.parallel_for(first[ps.size()], 16, rows);
 }
 
 void CpuExecutor::check(const Pass& p) const {

@@ -72,10 +72,19 @@ class CpuExecutor final : public Executor {
                  std::span<const int32_t> selected = {});
   void attention_layer(int il, CpuSequence& seq, int T, PassKind kind);
   void gdn_layer(int il, CpuSequence& seq, int T, PassKind kind);
-  void gdn_reverse_path(const model::GdnWeights& W, int T);
+  // The reverse in-block path of value head h over a denoising block, added to its output rows.
+  void gdn_reverse_head(const model::GdnWeights& W, int64_t h, int T);
   void moe_layer(int il, int T);
   void head(int T, LogitRows rows, float* logits, std::span<const int32_t> selected);
   void linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y);
+  // Several projections of one input in one parallel region with one activation conversion (a
+  // decode step pays per region: the q/k/v or qkv/gate/beta/alpha of a layer are one). Each row
+  // is computed as linear() computes it, so the bits are linear()'s.
+  struct Projection {
+    const kernels::MatRef* w;
+    float* y;
+  };
+  void linears(std::span<const Projection> ps, const float* x, int T, int64_t x_stride);
   // During a stacked pass: serves a mixer's projection from the stacked result (true), or defers it.
   bool stacked_linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y);
 

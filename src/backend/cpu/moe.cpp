@@ -19,7 +19,9 @@ void CpuExecutor::moe_layer(int il, int T) {
   const model::MoeWeights& W = model_.weights().layers[il].moe;
   const int E = hp_.n_embd, NE = hp_.n_expert, k = hp_.n_expert_used;
 
-  linear(W.router, s.h.row(0), T, E, s.router.row(0));
+  // The router and the shared expert's gate read the same input: one region.
+  const Projection gates[] = {{&W.router, s.router.row(0)}, {&W.shared_gate_inp, s.shared_gamma.data()}};
+  linears(gates, s.h.row(0), T, E);
   route_tokens(s.router.row(0), T, NE, k, s.chosen.data(), s.chosen_w.data());
   if (routing_trace_) write_routing_trace(routing_trace_, il, chunk_pos0_, s.router.row(0), s.chosen.data(), T, NE, k);
   s.groups.group(s.chosen.data(), T, k, NE);
@@ -38,8 +40,7 @@ void CpuExecutor::moe_layer(int il, int T) {
   const ExpertWork shared{W.shared_gate, W.shared_up, W.shared_down, s.experts.all_rows(), T, n_routed};
   s.experts.run(s.h.row(0), T, s.works, n_routed, hp_.n_ff_exp, &shared, hp_.n_ff_shexp);
 
-  // Shared-expert gate and the weighted sum, in slot order for every token.
-  linear(W.shared_gate_inp, s.h.row(0), T, E, s.shared_gamma.data());
+  // The weighted sum with the shared expert's gate, in slot order for every token.
   for (int t = 0; t < T; ++t) {
     float* y = s.y.row(t);
     std::fill(y, y + E, 0.f);

@@ -130,11 +130,13 @@ void CpuExecutor::run_stacked(std::span<Pass> passes) {
     }
     if (m.pre.size() < n_inputs) m.pre.resize(n_inputs);
     m.n_pre = n_inputs;
+    Projection proj[6];
     for (size_t i = 0; i < n_inputs; ++i) {
       m.pre[i].w = inputs[i];
       ensure(m.pre[i].out, max_batch_, inputs[i].rows);
-      linear(inputs[i], m.h.row(0), static_cast<int>(N), E, m.pre[i].out.row(0));
+      proj[i] = {&m.pre[i].w, m.pre[i].out.row(0)};
     }
+    linears(std::span(proj, n_inputs), m.h.row(0), static_cast<int>(N), E);
     ensure(m.deferred_in, max_batch_, m.deferred.cols);
 
     // Per sequence: attention or the GDN recurrence on its own state.
