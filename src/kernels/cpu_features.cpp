@@ -13,6 +13,7 @@ Isa detect_best() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
       __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bf16") &&
+      __builtin_cpu_supports("gfni") &&
       __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
     return Isa::Avx512;
   }

@@ -1,4 +1,4 @@
-// K-quant matmul with AVX-512 (F + BW + VL + VNNI + VBMI), for the types of the files people
+// K-quant matmul with AVX-512 (F + BW + VL + VNNI + VBMI) and GFNI, for the types of the files people
 // download most: Q4_K and IQ4_XS (repacked / panel orders, matrices of 8k rows), Q6_K and Q5_K
 // (lanes order). Every other K-quant (and Q4_K / IQ4_XS matrices whose row count is not a
 // multiple of 8) runs matmul_kquant_avx2. The orders are
@@ -400,10 +400,11 @@ void run_tiles16(const MatmulCall& c, int group) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Q6_K and Q5_K, vec_dot's lanes order: one weight row, each super-block unpacked once for a
-// panel of up to kRowPanel activation rows (their 8 float lanes kept on the stack).
+// Q6_K and Q5_K, vec_dot's lanes order: one weight row, each super-block unpacked once for up to
+// kRowPanel activation rows (a GEMV of decoding: 1; more rows take the tiles below), their 8 float
+// lanes kept in registers.
 
-constexpr int kRowPanel = 64;
+constexpr int kRowPanel = 3;
 
 // vpermw indices: int16 lane p of step s takes element base(s) + p / 8 (a scale per 16 values).
 constexpr std::array<int16_t, 32> scale_index(int first, int per) {
@@ -416,54 +417,81 @@ alignas(64) constexpr std::array<std::array<int16_t, 32>, 4> kQ6ScaleIdx = {
 alignas(64) constexpr std::array<std::array<int16_t, 32>, 4> kQ5ScaleIdx = {
     scale_index(0, 16), scale_index(2, 16), scale_index(4, 16), scale_index(6, 16)};
 
+// GF2P8AFFINEQB byte maps (GFNI): result bit i of every byte is the parity of (matrix byte 7 - i
+// AND the source byte), so a matrix whose byte 7 - i is 1 << j moves bit j to bit i and a zero
+// byte clears bit i. The matrix is per qword, so the two 256-bit halves may differ.
+constexpr uint64_t bit_to(int from, int to) { return uint64_t{1u << from} << (8 * (7 - to)); }
+constexpr uint64_t kLowNibble = bit_to(0, 0) | bit_to(1, 1) | bit_to(2, 2) | bit_to(3, 3);
+constexpr uint64_t kHighNibble = bit_to(4, 0) | bit_to(5, 1) | bit_to(6, 2) | bit_to(7, 3);
+CLOVER_INLINE __m512i halves(uint64_t lo, uint64_t hi) {
+  return _mm512_set_epi64(static_cast<int64_t>(hi), static_cast<int64_t>(hi), static_cast<int64_t>(hi), static_cast<int64_t>(hi),
+                          static_cast<int64_t>(lo), static_cast<int64_t>(lo), static_cast<int64_t>(lo), static_cast<int64_t>(lo));
+}
+// Bits p, p + 1 of every byte to bits 4, 5: p = lo in the first 256-bit half, hi in the second.
+CLOVER_INLINE __m512i bits_to_45(int lo, int hi) {
+  return halves(bit_to(lo, 4) | bit_to(lo + 1, 5), bit_to(hi, 4) | bit_to(hi + 1, 5));
+}
+
 // Q6_K: out[r][o] = q6_k_dot_lanes8_ref(w, a[r], nb). Step s (0..3) holds values 64s .. 64s + 63:
 // half h = s / 2, groups 4h + 2 (s % 2) and + 1: low (s even) or high nibbles of ql[64h .. 64h +
 // 63], the high 2 bits from qh[32h .. 32h + 31] shifted by 0, 2 (s even) or 4, 6 per 256-bit half.
-void q6_k_row(const BlockQ6_K* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o) {
-  const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
-  const __m512i sh_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-  const __m512i sh_hi = _mm512_add_epi16(sh_lo, _mm512_set1_epi16(4));
-  alignas(32) float acc[kRowPanel][8];
-  for (int r = 0; r < na; ++r) _mm256_store_ps(acc[r], _mm256_setzero_ps());
+template <int NA>
+void q6_k_rows(const BlockQ6_K* w, const BlockQ8_K* const* a, int64_t nb, float* const* out, int64_t o) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  // qh's 2-bit fields to bits 4-5 (the 256-bit halves take bits 0-1 / 2-3 for even steps, 4-5 /
+  // 6-7 for odd ones), clean: one affine byte map each instead of shift, mask, shift.
+  const __m512i hsel_even = bits_to_45(0, 2), hsel_odd = bits_to_45(4, 6);
+  __m256 acc[NA];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ6_K& x = w[b];
     __m512i q[4], sc[4];
+    CLOVER_UNROLL
     for (int h = 0; h < 2; ++h) {
       const __m512i l = _mm512_loadu_si512(x.ql + 64 * h);
       const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h)));
-      q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4),
-                                 _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, sh_lo), m3), 4));
-      q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, sh_hi), m3), 4));
+      // (nibble & 0x0f) | high bits: vpternlogd 0xEC is (a & c) | b.
+      q[2 * h] = _mm512_ternarylogic_epi32(l, _mm512_gf2p8affine_epi64_epi8(hb, hsel_even, 0), m4, 0xEC);
+      q[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), _mm512_gf2p8affine_epi64_epi8(hb, hsel_odd, 0),
+                                               m4, 0xEC);
     }
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
+    CLOVER_UNROLL
     for (int s = 0; s < 4; ++s)
       sc[s] = _mm512_permutexvar_epi16(_mm512_load_si512(kQ6ScaleIdx[s].data()), _mm512_castsi256_si512(sc16));
     const float dw = _cvtsh_ss(x.d);
-    for (int r = 0; r < na; ++r) {
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];
       __m512i sumi = _mm512_setzero_si512();
+      CLOVER_UNROLL
       for (int s = 0; s < 4; ++s)
         sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[s], _mm512_loadu_si512(y.qs + 64 * s)), sc[s]);
       // Lane l of the -32 offset: scales 2l, 2l + 1 times the activation sums of their 16 values.
       const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), sc16);
       const __m256i lanes = _mm256_sub_epi32(fold_halves(sumi), _mm256_slli_epi32(off, 5));
-      _mm256_store_ps(acc[r], _mm256_fmadd_ps(_mm256_set1_ps(y.d * dw), _mm256_cvtepi32_ps(lanes), _mm256_load_ps(acc[r])));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y.d * dw), _mm256_cvtepi32_ps(lanes), acc[r]);
     }
   }
-  for (int r = 0; r < na; ++r) out[r][o] = hsum8(_mm256_load_ps(acc[r]));
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) out[r][o] = hsum8(acc[r]);
 }
 
 // Q5_K: out[r][o] = q5_k_dot_lanes8_ref(w, a[r], nb). Step c (0..3) holds values 64c .. 64c + 63:
 // the low (first half) and high (second half) nibbles of qs[32c .. 32c + 31], bit 4 from bits 2c
 // and 2c + 1 of qh.
-void q5_k_row(const BlockQ5_K* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o) {
-  const __m512i m4 = _mm512_set1_epi8(0x0f), m1 = _mm512_set1_epi8(1);
-  const __m512i sh4 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-  const __m512i sh1 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
-  alignas(32) float acc[kRowPanel][8];
-  float summs[kRowPanel];
-  for (int r = 0; r < na; ++r) _mm256_store_ps(acc[r], _mm256_setzero_ps()), summs[r] = 0.0f;
+template <int NA>
+void q5_k_rows(const BlockQ5_K* w, const BlockQ8_K* const* a, int64_t nb, float* const* out, int64_t o) {
+  // One affine byte map each: the low nibble (first 256-bit half) or the high nibble (second) of
+  // qs, and bit 2c (first half) or 2c + 1 (second) of qh moved to bit 4, both clean.
+  const __m512i nib = halves(kLowNibble, kHighNibble);
+  __m512i hsel[4];
+  for (int c = 0; c < 4; ++c) hsel[c] = halves(bit_to(2 * c, 4), bit_to(2 * c + 1, 4));
+  __m256 acc[NA];
+  float summs[NA];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps(), summs[r] = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ5_K& x = w[b];
     // k4_scale_min on the three dwords of the scale bytes.
@@ -477,14 +505,12 @@ void q5_k_row(const BlockQ5_K* w, const BlockQ8_K* const* a, int na, int64_t nb,
     __m512i q[4], s16[4];
     for (int c = 0; c < 4; ++c) {
       const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c)));
-      const __m512i lo = _mm512_and_si512(_mm512_srlv_epi16(bits, sh4), m4);
-      const __m512i h = _mm512_and_si512(_mm512_srlv_epi16(hb, _mm512_add_epi16(sh1, _mm512_set1_epi16(
-                                                                  static_cast<short>(2 * c)))), m1);
-      q[c] = _mm512_or_si512(lo, _mm512_slli_epi16(h, 4));
+      q[c] = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(bits, nib, 0), _mm512_gf2p8affine_epi64_epi8(hb, hsel[c], 0));
       s16[c] = _mm512_permutexvar_epi16(_mm512_load_si512(kQ5ScaleIdx[c].data()), _mm512_castsi128_si512(sc16));
     }
     const float dw = _cvtsh_ss(x.d), dminw = _cvtsh_ss(x.dmin);
-    for (int r = 0; r < na; ++r) {
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];
       __m512i sumi = _mm512_setzero_si512();
       for (int c = 0; c < 4; ++c)
@@ -497,11 +523,11 @@ void q5_k_row(const BlockQ5_K* w, const BlockQ8_K* const* a, int na, int64_t nb,
       mv = _mm_add_epi32(mv, _mm_unpackhi_epi64(mv, mv));
       mv = _mm_add_epi32(mv, _mm_shuffle_epi32(mv, 1));
       summs[r] = std::fma(-y.d * dminw, static_cast<float>(_mm_cvtsi128_si32(mv)), summs[r]);
-      _mm256_store_ps(acc[r], _mm256_fmadd_ps(_mm256_set1_ps(y.d * dw), _mm256_cvtepi32_ps(fold_halves(sumi)),
-                                              _mm256_load_ps(acc[r])));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y.d * dw), _mm256_cvtepi32_ps(fold_halves(sumi)), acc[r]);
     }
   }
-  for (int r = 0; r < na; ++r) out[r][o] = hsum8(_mm256_load_ps(acc[r])) + summs[r];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) out[r][o] = hsum8(acc[r]) + summs[r];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -702,13 +728,13 @@ void run_lanes_tiles(const MatmulCall& c) {
   }
 }
 
-template <class Block, class RowFn>
-void run_rows(const MatmulCall& c, RowFn row_fn) {
+// Rows [o_begin, o_end) against panels of up to kRowPanel activation rows. K::rows<NA>(w, a, nb, out, o).
+template <class K>
+void run_rows(const MatmulCall& c) {
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
   const int64_t nb = c.w->cols / kQK_K;
-  const int64_t panel = std::min<int64_t>(kRowPanel, panel_rows(dtype_row_bytes(DType::Q8_K, c.w->cols), 1));
-  for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
-    const int na = static_cast<int>(std::min(c.n, p0 + panel) - p0);
+  for (int64_t p0 = 0; p0 < c.n; p0 += kRowPanel) {
+    const int na = static_cast<int>(std::min<int64_t>(c.n, p0 + kRowPanel) - p0);
     const BlockQ8_K* a[kRowPanel];
     float* out[kRowPanel];
     for (int r = 0; r < na; ++r) {
@@ -720,10 +746,29 @@ void run_rows(const MatmulCall& c, RowFn row_fn) {
       // The next row streams in while this one computes (decoding reads weights from DRAM).
       for (size_t l = 0; l < c.w->row_stride; l += 64)
         _mm_prefetch(reinterpret_cast<const char*>(wrow + c.w->row_stride + l), _MM_HINT_T0);
-      row_fn(reinterpret_cast<const Block*>(wrow), a, na, nb, out, o);
+      const auto* w = reinterpret_cast<const typename K::Block*>(wrow);
+      switch (na) {
+        case 3: K::template rows<3>(w, a, nb, out, o); break;
+        case 2: K::template rows<2>(w, a, nb, out, o); break;
+        default: K::template rows<1>(w, a, nb, out, o); break;
+      }
     }
   }
 }
+struct Q6KRows {
+  using Block = BlockQ6_K;
+  template <int NA>
+  static void rows(const Block* w, const BlockQ8_K* const* a, int64_t nb, float* const* out, int64_t o) {
+    q6_k_rows<NA>(w, a, nb, out, o);
+  }
+};
+struct Q5KRows {
+  using Block = BlockQ5_K;
+  template <int NA>
+  static void rows(const Block* w, const BlockQ8_K* const* a, int64_t nb, float* const* out, int64_t o) {
+    q5_k_rows<NA>(w, a, nb, out, o);
+  }
+};
 
 }  // namespace
 
@@ -784,8 +829,8 @@ void matmul_kquant_avx512(const MatmulCall& c) {
     case DType::IQ4_XS:
       if (iq4_xs_blocks_order(c.w->rows)) return run_tiles16<IQ4XSTiles>(c, 0);
       break;
-    case DType::Q6_K: return c.n >= kLanesTileMinRows ? run_lanes_tiles<true>(c) : run_rows<BlockQ6_K>(c, q6_k_row);
-    case DType::Q5_K: return c.n >= kLanesTileMinRows ? run_lanes_tiles<false>(c) : run_rows<BlockQ5_K>(c, q5_k_row);
+    case DType::Q6_K: return c.n >= kLanesTileMinRows ? run_lanes_tiles<true>(c) : run_rows<Q6KRows>(c);
+    case DType::Q5_K: return c.n >= kLanesTileMinRows ? run_lanes_tiles<false>(c) : run_rows<Q5KRows>(c);
     default: break;
   }
   matmul_kquant_avx2(c);
