@@ -135,16 +135,19 @@ CLOVER_INLINE void transpose_rows(const uint8_t* const* rows, size_t off, __m512
   transpose16(v);
 }
 
-// One super-block of a 16-row tile, unpacked: lanes = rows.
-struct Q4KTileBlock {
-  __m512i lo[4][8], hi[4][8];  // chunk c, qs dword k: values 64c + 4k .. +3 (lo), 64c + 32 + 4k .. +3 (hi)
-  __m512i sc[8];               // sub-block scales (int32)
-  __m512i mn[4];               // the mins of sub-blocks 2c, 2c + 1 as an int16 pair
+// A super-block's headers for a 16-row tile: lanes = rows.
+struct Q4KTileHeader {
+  __m512i sc[8];  // sub-block scales (int32)
+  __m512i mn[4];  // the mins of sub-blocks 2c, 2c + 1 as an int16 pair
   __m512 d, dmin;
+};
+// One super-block of a 16-row tile, unpacked: lanes = rows.
+struct Q4KTileBlock : Q4KTileHeader {
+  __m512i lo[4][8], hi[4][8];  // chunk c, qs dword k: values 64c + 4k .. +3 (lo), 64c + 32 + 4k .. +3 (hi)
 };
 
 // rows[r] + off: super-block b of tile row r.
-CLOVER_INLINE void unpack_q4_k_tile(const uint8_t* const* rows, size_t off, Q4KTileBlock& t) {
+CLOVER_INLINE void unpack_q4_k_header(const uint8_t* const* rows, size_t off, Q4KTileHeader& t) {
   // Headers (d, dmin, 12 scale bytes): h[k] = dword k of every row.
   __m512i hd[4];
   transpose_headers(rows, off, hd);
@@ -169,6 +172,24 @@ CLOVER_INLINE void unpack_q4_k_tile(const uint8_t* const* rows, size_t off, Q4KT
   t.mn[1] = _mm512_shuffle_epi8(mn03, p1);
   t.mn[2] = _mm512_shuffle_epi8(mn47, p0);
   t.mn[3] = _mm512_shuffle_epi8(mn47, p1);
+}
+
+// The 16 transposed qs dwords of half h (bytes 64h .. 64h + 63) against one activation row: qs
+// dword m = 16h + i is chunk m / 8, quad m % 8; its low nibbles go to p[2c], high to p[2c + 1].
+CLOVER_INLINE void q4_k_half_products(const __m512i v[16], int h, const unaligned_i32* aq, __m512i p[8]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  CLOVER_UNROLL
+  for (int i = 0; i < 16; ++i) {
+    const int m = 16 * h + i, c = m / 8, k = m % 8;
+    p[2 * c] = _mm512_dpbusd_epi32(p[2 * c], _mm512_and_si512(v[i], m4), _mm512_set1_epi32(aq[16 * c + k]));
+    p[2 * c + 1] = _mm512_dpbusd_epi32(p[2 * c + 1], _mm512_and_si512(_mm512_srli_epi16(v[i], 4), m4),
+                                       _mm512_set1_epi32(aq[16 * c + 8 + k]));
+  }
+}
+
+CLOVER_INLINE void unpack_q4_k_tile(const uint8_t* const* rows, size_t off, Q4KTileBlock& t) {
+  unpack_q4_k_header(rows, off, t);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
   // qs: two 16 x 16 dword transposes (bytes 0..63 and 64..127).
   CLOVER_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -183,6 +204,38 @@ CLOVER_INLINE void unpack_q4_k_tile(const uint8_t* const* rows, size_t off, Q4KT
   }
 }
 
+// The rows' sub-block products p[j] with one activation super-block y, scaled and added into acc
+// / accm in the twin's order.
+CLOVER_INLINE void q4_k_tile_sums(const Q4KTileHeader& t, const __m512i p[8], const BlockQ8_K& y, int group, __m512& acc,
+                                  __m512& accm) {
+  // The activation sums of the 8 sub-blocks of 32, as int16 pairs (sub-blocks 2c, 2c + 1).
+  const __m256i b32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)),
+                                        _mm256_set1_epi16(1));
+  alignas(32) int32_t bp[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bp), _mm256_packs_epi32(b32, b32));  // pairs 0, 1 | 2, 3
+  const __m512 da = _mm512_set1_ps(y.d);
+  const __m512 ds = _mm512_mul_ps(t.d, da), dm = _mm512_mul_ps(t.dmin, da);
+  static constexpr int kBp[4] = {0, 1, 4, 5};  // where the packs put pair c
+  if (group == 64) {
+    CLOVER_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const __m512i s = _mm512_add_epi32(_mm512_mullo_epi32(p[2 * c], t.sc[2 * c]),
+                                         _mm512_mullo_epi32(p[2 * c + 1], t.sc[2 * c + 1]));
+      const __m512i m = _mm512_dpwssd_epi32(_mm512_setzero_si512(), t.mn[c], _mm512_set1_epi32(bp[kBp[c]]));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), ds, acc);
+      accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm, accm);
+    }
+  } else {
+    __m512i s = _mm512_mullo_epi32(p[0], t.sc[0]), m = _mm512_setzero_si512();
+    CLOVER_UNROLL
+    for (int j = 1; j < 8; ++j) s = _mm512_add_epi32(s, _mm512_mullo_epi32(p[j], t.sc[j]));
+    CLOVER_UNROLL
+    for (int c = 0; c < 4; ++c) m = _mm512_dpwssd_epi32(m, t.mn[c], _mm512_set1_epi32(bp[kBp[c]]));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), ds, acc);
+    accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm, accm);
+  }
+}
+
 // The rows' products with NA activation super-blocks, added into acc / accm in the twin's order.
 template <int NA>
 CLOVER_INLINE void q4_k_tile_block(const Q4KTileBlock& t, const BlockQ8_K* const* a, int64_t b, int group,
@@ -191,11 +244,6 @@ CLOVER_INLINE void q4_k_tile_block(const Q4KTileBlock& t, const BlockQ8_K* const
   for (int r = 0; r < NA; ++r) {
     const BlockQ8_K& y = a[r][b];
     const auto* aq = reinterpret_cast<const unaligned_i32*>(y.qs);
-    // The activation sums of the 8 sub-blocks of 32, as int16 pairs (sub-blocks 2c, 2c + 1).
-    const __m256i b32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)),
-                                          _mm256_set1_epi16(1));
-    alignas(32) int32_t bp[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bp), _mm256_packs_epi32(b32, b32));  // pairs 0, 1 | 2, 3
     __m512i p[8];
     CLOVER_UNROLL
     for (int j = 0; j < 8; ++j) p[j] = _mm512_setzero_si512();
@@ -206,28 +254,34 @@ CLOVER_INLINE void q4_k_tile_block(const Q4KTileBlock& t, const BlockQ8_K* const
         p[2 * c] = _mm512_dpbusd_epi32(p[2 * c], t.lo[c][k], _mm512_set1_epi32(aq[16 * c + k]));
         p[2 * c + 1] = _mm512_dpbusd_epi32(p[2 * c + 1], t.hi[c][k], _mm512_set1_epi32(aq[16 * c + 8 + k]));
       }
-    const __m512 da = _mm512_set1_ps(y.d);
-    const __m512 ds = _mm512_mul_ps(t.d, da), dm = _mm512_mul_ps(t.dmin, da);
-    static constexpr int kBp[4] = {0, 1, 4, 5};  // where the packs put pair c
-    if (group == 64) {
-      CLOVER_UNROLL
-      for (int c = 0; c < 4; ++c) {
-        const __m512i s = _mm512_add_epi32(_mm512_mullo_epi32(p[2 * c], t.sc[2 * c]),
-                                           _mm512_mullo_epi32(p[2 * c + 1], t.sc[2 * c + 1]));
-        const __m512i m = _mm512_dpwssd_epi32(_mm512_setzero_si512(), t.mn[c], _mm512_set1_epi32(bp[kBp[c]]));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), ds, acc[r]);
-        accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm, accm[r]);
-      }
-    } else {
-      __m512i s = _mm512_mullo_epi32(p[0], t.sc[0]), m = _mm512_setzero_si512();
-      CLOVER_UNROLL
-      for (int j = 1; j < 8; ++j) s = _mm512_add_epi32(s, _mm512_mullo_epi32(p[j], t.sc[j]));
-      CLOVER_UNROLL
-      for (int c = 0; c < 4; ++c) m = _mm512_dpwssd_epi32(m, t.mn[c], _mm512_set1_epi32(bp[kBp[c]]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), ds, acc[r]);
-      accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm, accm[r]);
-    }
+    q4_k_tile_sums(t, p, y, group, acc[r], accm[r]);
   }
+}
+
+// One activation row (a decoding GEMV): the qs bytes go from the transpose straight into the
+// products, so no unpacked tile (78 vectors) is written to the stack and read back per super-block.
+// The integers and float steps are q4_k_tile_block<1>'s.
+void q4_k_tile16_one(const uint8_t* const* rows, const BlockQ8_K* a, int64_t nb, int group, float* out,
+                     const uint8_t* pf) {
+  __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, pf += 16 * sizeof(BlockQ4_K)) {
+    prefetch_span<16 * sizeof(BlockQ4_K)>(pf);
+    const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_K);
+    Q4KTileHeader t;
+    unpack_q4_k_header(rows, off, t);
+    const auto* aq = reinterpret_cast<const unaligned_i32*>(a[b].qs);
+    __m512i p[8];
+    CLOVER_UNROLL
+    for (int j = 0; j < 8; ++j) p[j] = _mm512_setzero_si512();
+    CLOVER_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      __m512i v[16];
+      transpose_rows(rows, off + 16 + 64 * h, v);
+      q4_k_half_products(v, h, aq, p);
+    }
+    q4_k_tile_sums(t, p, a[b], group, acc, accm);
+  }
+  _mm512_storeu_ps(out, _mm512_sub_ps(acc, accm));
 }
 
 // IQ4_XS, rows % 8 == 0 (the order of llama.cpp's IQ panel gemm): per super-block the exact
@@ -298,6 +352,10 @@ CLOVER_INLINE void iq4_xs_tile_block(const IQ4XSTileBlock& t, const BlockQ8_K* c
 struct Q4KTiles {
   using Tile = Q4KTileBlock;
   static constexpr size_t kBlock = sizeof(BlockQ4_K);
+  static constexpr bool kStreamsOne = true;  // one(): one activation row without an unpacked tile
+  static void one(const uint8_t* const* rows, const BlockQ8_K* a, int64_t nb, int group, float* out, const uint8_t* pf) {
+    q4_k_tile16_one(rows, a, nb, group, out, pf);
+  }
   static void unpack(const uint8_t* const* rows, size_t off, Tile& t) { unpack_q4_k_tile(rows, off, t); }
   template <int NA>
   static void block(const Tile& t, const BlockQ8_K* const* a, int64_t b, int group, __m512* acc, __m512* accm) {
@@ -307,6 +365,7 @@ struct Q4KTiles {
 struct IQ4XSTiles {
   using Tile = IQ4XSTileBlock;
   static constexpr size_t kBlock = sizeof(BlockIQ4_XS);
+  static constexpr bool kStreamsOne = false;
   static void unpack(const uint8_t* const* rows, size_t off, Tile& t) { unpack_iq4_xs_tile(rows, off, t); }
   template <int NA>
   static void block(const Tile& t, const BlockQ8_K* const* a, int64_t b, int group, __m512* acc, __m512* accm) {
@@ -387,7 +446,12 @@ void run_tiles16(const MatmulCall& c, int group) {
             case 4: tile16<K, 4>(rows, a, nb, group, out, pf); break;
             case 3: tile16<K, 3>(rows, a, nb, group, out, pf); break;
             case 2: tile16<K, 2>(rows, a, nb, group, out, pf); break;
-            default: tile16<K, 1>(rows, a, nb, group, out, pf); break;
+            default:
+              if constexpr (K::kStreamsOne)
+                K::one(rows, a[0], nb, group, out[0], pf);
+              else
+                tile16<K, 1>(rows, a, nb, group, out, pf);
+              break;
           }
         }
         if (!whole)
