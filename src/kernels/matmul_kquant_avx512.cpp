@@ -551,6 +551,7 @@ void q5_k_rows(const BlockQ5_K* w, const BlockQ8_K* const* a, int64_t nb, float*
   // qs, and bit 2c (first half) or 2c + 1 (second) of qh moved to bit 4, both clean.
   const __m512i nib = halves(kLowNibble, kHighNibble);
   __m512i hsel[4];
+  CLOVER_UNROLL
   for (int c = 0; c < 4; ++c) hsel[c] = halves(bit_to(2 * c, 4), bit_to(2 * c + 1, 4));
   __m256 acc[NA];
   float summs[NA];
@@ -567,6 +568,7 @@ void q5_k_rows(const BlockQ5_K* w, const BlockQ8_K* const* a, int64_t nb, float*
     const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn)));
     const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh)));
     __m512i q[4], s16[4];
+    CLOVER_UNROLL
     for (int c = 0; c < 4; ++c) {
       const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c)));
       q[c] = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(bits, nib, 0), _mm512_gf2p8affine_epi64_epi8(hb, hsel[c], 0));
@@ -577,6 +579,7 @@ void q5_k_rows(const BlockQ5_K* w, const BlockQ8_K* const* a, int64_t nb, float*
     for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];
       __m512i sumi = _mm512_setzero_si512();
+      CLOVER_UNROLL
       for (int c = 0; c < 4; ++c)
         sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[c], _mm512_loadu_si512(y.qs + 64 * c)), s16[c]);
       // The mins: sum over sub-blocks of min x (activation sum of its 32 values), exact.
