@@ -24,6 +24,7 @@ namespace {
 constexpr int kNA = 4;  // activation rows per weight row pass
 
 #define CLOVER_INLINE inline __attribute__((always_inline))
+#define CLOVER_UNROLL _Pragma("GCC unroll 16")
 
 CLOVER_INLINE int32_t hsum_i32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -40,16 +41,19 @@ CLOVER_INLINE float hsum8(__m256 v) {
   return _mm_cvtss_f32(r);
 }
 
-// Q6_K against na activation rows: out[r] = q6_k_dot_lanes8_ref(w, a[r], nb).
-void q6_k_row(const BlockQ6_K* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o) {
+// Q6_K against NA activation rows: out[r] = q6_k_dot_lanes8_ref(w, a[r], nb).
+template <int NA>
+void q6_k_rows(const BlockQ6_K* w, const BlockQ8_K* const* a, int64_t nb, float* const* out, int64_t o) {
   const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
-  __m256 acc[kNA];
-  for (int r = 0; r < na; ++r) acc[r] = _mm256_setzero_ps();
+  __m256 acc[NA];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ6_K& x = w[b];
     // The 8 groups of 32 unsigned 6-bit values, and per group the two scales (16 values each)
     // widened to 16 int16 lanes.
     __m256i q[8], sc[8];
+    CLOVER_UNROLL
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h + 32));
@@ -61,14 +65,17 @@ void q6_k_row(const BlockQ6_K* w, const BlockQ8_K* const* a, int na, int64_t nb,
       q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                      _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
     }
+    CLOVER_UNROLL
     for (int g = 0; g < 8; ++g)
       sc[g] = _mm256_setr_m128i(_mm_set1_epi16(x.scales[2 * g]), _mm_set1_epi16(x.scales[2 * g + 1]));
     // Lane l of the offset term: scales 2l, 2l + 1 times the activation sums of their 16 values.
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
     const float dw = fp16_to_fp32(x.d);
-    for (int r = 0; r < na; ++r) {
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];
       __m256i sumi = _mm256_setzero_si256();
+      CLOVER_UNROLL
       for (int g = 0; g < 8; ++g) {
         const __m256i p16 = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 32 * g)));
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, sc[g]));
@@ -78,72 +85,87 @@ void q6_k_row(const BlockQ6_K* w, const BlockQ8_K* const* a, int na, int64_t nb,
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y.d * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
     }
   }
-  for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]);
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) out[r][o] = hsum8(acc[r]);
 }
 
-// Q5_K against na activation rows: out[r] = q5_k_dot_lanes8_ref(w, a[r], nb).
-void q5_k_row(const BlockQ5_K* w, const BlockQ8_K* const* a, int na, int64_t nb, float* const* out, int64_t o) {
+// Q5_K against NA activation rows: out[r] = q5_k_dot_lanes8_ref(w, a[r], nb).
+template <int NA>
+void q5_k_rows(const BlockQ5_K* w, const BlockQ8_K* const* a, int64_t nb, float* const* out, int64_t o) {
   const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1);
-  __m256 acc[kNA];
-  float summs[kNA] = {};
-  for (int r = 0; r < na; ++r) acc[r] = _mm256_setzero_ps();
+  __m256 acc[NA];
+  float summs[NA] = {};
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ5_K& x = w[b];
     int sc[8], mn[8];
+    CLOVER_UNROLL
     for (int j = 0; j < 8; ++j) k4_scale_min(x.scales, j, &sc[j], &mn[j]);
     // Group g of 32 values: nibbles of chunk g / 2 (low for even g), bit 4 from bit g of qh.
     const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh));
     __m256i q[8], s16[8];
+    CLOVER_UNROLL
     for (int c = 0; c < 4; ++c) {
       const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c));
       q[2 * c] = _mm256_and_si256(bits, m4);
       q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
     }
+    CLOVER_UNROLL
     for (int g = 0; g < 8; ++g) {
       const __m256i h = _mm256_and_si256(_mm256_srli_epi16(hb, g), m1);  // bit g of every byte
       q[g] = _mm256_or_si256(q[g], _mm256_slli_epi16(h, 4));
       s16[g] = _mm256_set1_epi16(static_cast<short>(sc[g]));
     }
     const float dw = fp16_to_fp32(x.d), dminw = fp16_to_fp32(x.dmin);
-    for (int r = 0; r < na; ++r) {
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];
       __m256i sumi = _mm256_setzero_si256();
+      CLOVER_UNROLL
       for (int g = 0; g < 8; ++g) {
         const __m256i p16 = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 32 * g)));
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, s16[g]));
       }
       int32_t mins = 0;
+      CLOVER_UNROLL
       for (int j = 0; j < 8; ++j) mins += mn[j] * (y.bsums[2 * j] + y.bsums[2 * j + 1]);
       summs[r] = std::fma(-y.d * dminw, static_cast<float>(mins), summs[r]);
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y.d * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
     }
   }
-  for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]) + summs[r];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) out[r][o] = hsum8(acc[r]) + summs[r];
 }
 
-// IQ4_XS against na activation rows: out[r] = iq4_xs_dot_lanes8_ref(w, a[r], nb), or with
+// IQ4_XS against NA activation rows: out[r] = iq4_xs_dot_lanes8_ref(w, a[r], nb), or with
 // `blocks` iq4_xs_dot_blocks_ref (the 8 lanes' exact sum, one fused step per super-block). The
 // nibbles looked up in the table (signed bytes), multiplied with ggml's sign trick, then the
 // signed sub-block scales on the int16 pairs.
-void iq4_xs_row(const BlockIQ4_XS* w, const BlockQ8_K* const* a, int na, int64_t nb, bool blocks, float* const* out,
-                int64_t o) {
+template <int NA>
+void iq4_xs_rows(const BlockIQ4_XS* w, const BlockQ8_K* const* a, int64_t nb, bool blocks, float* const* out,
+                 int64_t o) {
   const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
   const __m256i m4 = _mm256_set1_epi8(0x0f);
-  __m256 acc[kNA];
-  float acc_blocks[kNA] = {};
-  for (int r = 0; r < na; ++r) acc[r] = _mm256_setzero_ps();
+  __m256 acc[NA];
+  float acc_blocks[NA] = {};
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockIQ4_XS& x = w[b];
     __m256i q[8], s16[8];
+    CLOVER_UNROLL
     for (int g = 0; g < 8; ++g) {
       const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 16 * g)));
       q[g] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), m4));
       s16[g] = _mm256_set1_epi16(static_cast<short>(iq4_xs_scale(x, g)));
     }
     const float dw = fp16_to_fp32(x.d);
-    for (int r = 0; r < na; ++r) {
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];
       __m256i sumi = _mm256_setzero_si256();
+      CLOVER_UNROLL
       for (int g = 0; g < 8; ++g) {
         const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 32 * g));
         const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q[g], q[g]), _mm256_sign_epi8(av, q[g]));
@@ -155,21 +177,25 @@ void iq4_xs_row(const BlockIQ4_XS* w, const BlockQ8_K* const* a, int na, int64_t
         acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y.d), _mm256_cvtepi32_ps(sumi), acc[r]);
     }
   }
-  for (int r = 0; r < na; ++r) out[r][o] = blocks ? acc_blocks[r] : hsum8(acc[r]);
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) out[r][o] = blocks ? acc_blocks[r] : hsum8(acc[r]);
 }
 
 // Q4_K, repacked orders: per group of `group` values the exact sums S (scale x product) and M
 // (min x activation sum), then acc += S * ds, accm += M * dm (fused), result acc - accm.
-void q4_k_blocks_row(const BlockQ4_K* w, const BlockQ8_K* const* a, int na, int64_t nb, int group, float* const* out,
-                     int64_t o) {
+template <int NA>
+void q4_k_blocks_rows(const BlockQ4_K* w, const BlockQ8_K* const* a, int64_t nb, int group, float* const* out,
+                      int64_t o) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
-  float acc[kNA] = {}, accm[kNA] = {};
+  float acc[NA] = {}, accm[NA] = {};
   const int chunks_per_group = group / 64;
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ4_K& x = w[b];
     int sc[8], mn[8];
+    CLOVER_UNROLL
     for (int j = 0; j < 8; ++j) k4_scale_min(x.scales, j, &sc[j], &mn[j]);
     __m256i lo[4], hi[4], slo[4], shi[4];
+    CLOVER_UNROLL
     for (int c = 0; c < 4; ++c) {
       const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c));
       lo[c] = _mm256_and_si256(bits, m4);
@@ -178,12 +204,15 @@ void q4_k_blocks_row(const BlockQ4_K* w, const BlockQ8_K* const* a, int na, int6
       shi[c] = _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]));
     }
     const float d = fp16_to_fp32(x.d), dmin = fp16_to_fp32(x.dmin);
-    for (int r = 0; r < na; ++r) {
+    CLOVER_UNROLL
+    for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];
       const float ds = d * y.d, dm = dmin * y.d;
+      CLOVER_UNROLL
       for (int c0 = 0; c0 < 4; c0 += chunks_per_group) {
         __m256i s = _mm256_setzero_si256();
         int32_t m = 0;
+        CLOVER_UNROLL
         for (int c = c0; c < c0 + chunks_per_group; ++c) {
           const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c));
           const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c + 32));
@@ -196,7 +225,19 @@ void q4_k_blocks_row(const BlockQ4_K* w, const BlockQ8_K* const* a, int na, int6
       }
     }
   }
-  for (int r = 0; r < na; ++r) out[r][o] = acc[r] - accm[r];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) out[r][o] = acc[r] - accm[r];
+}
+
+// One weight row of a type with a per-row-count kernel against NA activation rows (registers hold
+// the accumulators only when NA is a compile-time count).
+template <int NA>
+void rows(DType t, const uint8_t* wrow, const BlockQ8_K* const* a, int64_t nb, int group, bool iq4_blocks,
+          float* const* out, int64_t o) {
+  if (t == DType::Q6_K) q6_k_rows<NA>(reinterpret_cast<const BlockQ6_K*>(wrow), a, nb, out, o);
+  else if (t == DType::Q5_K) q5_k_rows<NA>(reinterpret_cast<const BlockQ5_K*>(wrow), a, nb, out, o);
+  else if (t == DType::IQ4_XS) iq4_xs_rows<NA>(reinterpret_cast<const BlockIQ4_XS*>(wrow), a, nb, iq4_blocks, out, o);
+  else q4_k_blocks_rows<NA>(reinterpret_cast<const BlockQ4_K*>(wrow), a, nb, group, out, o);
 }
 
 }  // namespace
@@ -227,11 +268,13 @@ void matmul_kquant_avx2(const MatmulCall& c) {
         }
         if (t == DType::Q2_K) q2_k_row_avx2(reinterpret_cast<const BlockQ2_K*>(wrow), a, na, nb, q2_group, out, o);
         else if (t == DType::Q3_K) q3_k_row_avx2(reinterpret_cast<const BlockQ3_K*>(wrow), a, na, nb, out, o);
-        else if (t == DType::Q6_K) q6_k_row(reinterpret_cast<const BlockQ6_K*>(wrow), a, na, nb, out, o);
-        else if (t == DType::Q5_K) q5_k_row(reinterpret_cast<const BlockQ5_K*>(wrow), a, na, nb, out, o);
-        else if (t == DType::IQ4_XS)
-          iq4_xs_row(reinterpret_cast<const BlockIQ4_XS*>(wrow), a, na, nb, iq4_blocks, out, o);
-        else q4_k_blocks_row(reinterpret_cast<const BlockQ4_K*>(wrow), a, na, nb, group, out, o);
+        else
+          switch (na) {
+            case 4: rows<4>(t, wrow, a, nb, group, iq4_blocks, out, o); break;
+            case 3: rows<3>(t, wrow, a, nb, group, iq4_blocks, out, o); break;
+            case 2: rows<2>(t, wrow, a, nb, group, iq4_blocks, out, o); break;
+            default: rows<1>(t, wrow, a, nb, group, iq4_blocks, out, o); break;
+          }
       }
     }
   }
