@@ -181,47 +181,68 @@ void iq4_xs_rows(const BlockIQ4_XS* w, const BlockQ8_K* const* a, int64_t nb, bo
   for (int r = 0; r < NA; ++r) out[r][o] = blocks ? acc_blocks[r] : hsum8(acc[r]);
 }
 
-// Q4_K, repacked orders: per group of `group` values the exact sums S (scale x product) and M
-// (min x activation sum), then acc += S * ds, accm += M * dm (fused), result acc - accm.
+// Q4_K, repacked orders: per group of `group` values (64: one 64-value chunk, or 256: the whole
+// super-block) the exact sums S (scale x product) and M (min x activation sum), then acc += S * ds,
+// accm += M * dm (fused, in group order), result acc - accm. The four chunk sums of a super-block
+// come out of one horizontal-add tree and the four M of one vpmaddwd of the mins against the
+// activation's pair sums, all exact integers, so the float steps see the twin's values.
 template <int NA>
 void q4_k_blocks_rows(const BlockQ4_K* w, const BlockQ8_K* const* a, int64_t nb, int group, float* const* out,
                       int64_t o) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
   float acc[NA] = {}, accm[NA] = {};
-  const int chunks_per_group = group / 64;
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ4_K& x = w[b];
-    int sc[8], mn[8];
-    CLOVER_UNROLL
-    for (int j = 0; j < 8; ++j) k4_scale_min(x.scales, j, &sc[j], &mn[j]);
+    // k4_scale_min on the three dwords of the scale bytes: 8 scales, 8 mins.
+    uint32_t u[3];
+    std::memcpy(u, x.scales, 12);
+    const uint64_t sc = (uint64_t{(u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)} << 32) | (u[0] & 0x3f3f3f3fu);
+    const uint64_t mn = (uint64_t{((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4)} << 32) | (u[1] & 0x3f3f3f3fu);
+    const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn)));
     __m256i lo[4], hi[4], slo[4], shi[4];
     CLOVER_UNROLL
     for (int c = 0; c < 4; ++c) {
       const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * c));
       lo[c] = _mm256_and_si256(bits, m4);
       hi[c] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-      slo[c] = _mm256_set1_epi16(static_cast<short>(sc[2 * c]));
-      shi[c] = _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]));
+      slo[c] = _mm256_set1_epi16(static_cast<short>((sc >> (16 * c)) & 0xff));
+      shi[c] = _mm256_set1_epi16(static_cast<short>((sc >> (16 * c + 8)) & 0xff));
     }
     const float d = fp16_to_fp32(x.d), dmin = fp16_to_fp32(x.dmin);
     CLOVER_UNROLL
     for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];
       const float ds = d * y.d, dm = dmin * y.d;
+      __m256i s[4];
       CLOVER_UNROLL
-      for (int c0 = 0; c0 < 4; c0 += chunks_per_group) {
-        __m256i s = _mm256_setzero_si256();
-        int32_t m = 0;
+      for (int c = 0; c < 4; ++c) {
+        const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c));
+        const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c + 32));
+        s[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], alo), slo[c]),
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], ahi), shi[c]));
+      }
+      // M_c = mn[2c] (bsums 4c + 4c+1) + mn[2c+1] (bsums 4c+2 + 4c+3): the pair sums as int16, then
+      // one vpmaddwd with the mins.
+      const __m256i b32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), ones);
+      const __m128i m = _mm_madd_epi16(mn16, _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256(b32, 1)));
+      if (group == 64) {
+        // S_c: lanes 0-3 of each 128-bit half after the hadd tree, then the halves added.
+        const __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+        alignas(16) int32_t sv[4], mv[4];
+        _mm_store_si128(reinterpret_cast<__m128i*>(sv),
+                        _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1)));
+        _mm_store_si128(reinterpret_cast<__m128i*>(mv), m);
         CLOVER_UNROLL
-        for (int c = c0; c < c0 + chunks_per_group; ++c) {
-          const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c));
-          const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c + 32));
-          s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], alo), slo[c]));
-          s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], ahi), shi[c]));
-          m += mn[2 * c] * (y.bsums[4 * c] + y.bsums[4 * c + 1]) + mn[2 * c + 1] * (y.bsums[4 * c + 2] + y.bsums[4 * c + 3]);
+        for (int c = 0; c < 4; ++c) {
+          acc[r] = std::fma(static_cast<float>(sv[c]), ds, acc[r]);
+          accm[r] = std::fma(static_cast<float>(mv[c]), dm, accm[r]);
         }
-        acc[r] = std::fma(static_cast<float>(hsum_i32(s)), ds, acc[r]);
-        accm[r] = std::fma(static_cast<float>(m), dm, accm[r]);
+      } else {
+        const __m256i st = _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
+        __m128i mt = _mm_add_epi32(m, _mm_unpackhi_epi64(m, m));
+        mt = _mm_add_epi32(mt, _mm_shuffle_epi32(mt, 1));
+        acc[r] = std::fma(static_cast<float>(hsum_i32(st)), ds, acc[r]);
+        accm[r] = std::fma(static_cast<float>(_mm_cvtsi128_si32(mt)), dm, accm[r]);
       }
     }
   }
