@@ -3,6 +3,7 @@
 // quantiser of ggml-cpu. Layouts: kernels/dtype.h; docs/quantize.md describes the search.
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/dtype.h"
 
@@ -19,6 +20,14 @@ inline void k4_scale_min(const uint8_t* s, int j, int* sc, int* m) {
     *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
     *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
   }
+}
+// k4_scale_min for all 8 sub-blocks at once, on the three dwords of the 12 scale bytes: byte j of
+// *sc (*mn) is sub-block j's scale (min). The vector kernels widen these bytes in one step.
+inline void k4_scales_mins(const uint8_t* s, uint64_t* sc, uint64_t* mn) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  *sc = (uint64_t{(u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)} << 32) | (u[0] & 0x3f3f3f3fu);
+  *mn = (uint64_t{((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4)} << 32) | (u[1] & 0x3f3f3f3fu);
 }
 // The inverse: packs 8 six-bit scales and mins.
 void k4_pack_scales(const uint8_t* sc, const uint8_t* m, uint8_t* s);

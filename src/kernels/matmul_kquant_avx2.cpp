@@ -193,11 +193,8 @@ void q4_k_blocks_rows(const BlockQ4_K* w, const BlockQ8_K* const* a, int64_t nb,
   float acc[NA] = {}, accm[NA] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ4_K& x = w[b];
-    // k4_scale_min on the three dwords of the scale bytes: 8 scales, 8 mins.
-    uint32_t u[3];
-    std::memcpy(u, x.scales, 12);
-    const uint64_t sc = (uint64_t{(u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)} << 32) | (u[0] & 0x3f3f3f3fu);
-    const uint64_t mn = (uint64_t{((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4)} << 32) | (u[1] & 0x3f3f3f3fu);
+    uint64_t sc, mn;  // byte j: sub-block j's scale, min
+    k4_scales_mins(x.scales, &sc, &mn);
     const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn)));
     __m256i lo[4], hi[4], slo[4], shi[4];
     CLOVER_UNROLL

@@ -559,11 +559,8 @@ void q5_k_rows(const BlockQ5_K* w, const BlockQ8_K* const* a, int64_t nb, float*
   for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps(), summs[r] = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ5_K& x = w[b];
-    // k4_scale_min on the three dwords of the scale bytes.
-    uint32_t u[3];
-    std::memcpy(u, x.scales, 12);
-    const uint64_t sc = (uint64_t{(u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)} << 32) | (u[0] & 0x3f3f3f3fu);
-    const uint64_t mn = (uint64_t{((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4)} << 32) | (u[1] & 0x3f3f3f3fu);
+    uint64_t sc, mn;  // byte j: sub-block j's scale, min
+    k4_scales_mins(x.scales, &sc, &mn);
     const __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc)));
     const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn)));
     const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh)));
