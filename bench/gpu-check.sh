@@ -6,7 +6,7 @@
 #                                      binaries and vulkan_ops_bench, every library they need that
 #                                      is not glibc, and Debian's Vulkan loader (the GPU machine's
 #                                      image has none); well under the device tool's 64 MiB carry
-#   bench/gpu-check.sh run [--local] [--budget S]
+#   bench/gpu-check.sh run [--local] [--budget S] [--steps LIST]
 #                                      there: find the NVIDIA Vulkan driver, list the devices, run
 #                                      the Vulkan tests (results checked against the CPU executor;
 #                                      the validation layer is not on that machine, so its silence
@@ -16,10 +16,14 @@
 #                                      16, 12, 8 GB device budgets, experts of the first layers in
 #                                      RAM on the CPU), prefill with experts in RAM computed by the
 #                                      CPU or streamed to the card (--stream-experts 0, 8, 32) and
-#                                      the card's copy bandwidth (PyTorch).
+#                                      the card's copy bandwidth (PyTorch), and the GPU time by
+#                                      shader (CLOVER_VK_PROFILE) of the slice's decode steps,
+#                                      prefill and denoising passes.
 #                                      Steps that would not fit in the budget (default 480 s) are
 #                                      skipped and say so. --local: the same flow on lavapipe with
 #                                      a tiny model (what CI runs: tests/bench/gpu_check_local).
+#                                      --steps: a comma list of tests, opsbench, models (the
+#                                      benches, ladder and streaming) and profile; default all.
 #
 # With the device tool (../.library/device/README.md):
 #   bench/gpu-check.sh pack
@@ -55,6 +59,12 @@ pack() {
   loader=$(ldconfig -p | awk '/libvulkan.so.1 .*x86-64/ && !n++ {print $NF}')
   [ -n "$loader" ] || die "no libvulkan.so.1: scripts/setup.sh installs libvulkan-dev"
   cp -L "$loader" "$PACK/lib/libvulkan.so.1"
+  # NVIDIA's Vulkan driver (libGLX_nvidia.so.0) needs glvnd's dispatch library, which a CUDA-only
+  # image may lack (Debian: libglvnd0).
+  local glvnd
+  glvnd=$(ldconfig -p | awk '/libGLdispatch.so.0 .*x86-64/ && !n++ {print $NF}')
+  [ -n "$glvnd" ] || die "no libGLdispatch.so.0: scripts/setup.sh installs libglvnd0 (through mesa-vulkan-drivers)"
+  cp -L "$glvnd" "$PACK/lib/libGLdispatch.so.0"
   { echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"; echo "packed $(date -u +%FT%TZ) on $(uname -m)";
     (cd "$PACK" && find . -type f -printf '%P %s\n' | sort); } > "$PACK/MANIFEST"
   local kib
@@ -66,6 +76,8 @@ pack() {
 # --- run ------------------------------------------------------------------------------------------
 LOCAL=0
 BUDGET=480
+STEPS=tests,opsbench,models,profile
+want() { [[ ",$STEPS," == *",$1,"* ]]; }
 START=$(date +%s)
 elapsed() { echo $(($(date +%s) - START)); }
 fits() { (($(elapsed) + $1 <= BUDGET)); }  # fits SECONDS: is there time left for a step of that size
@@ -75,23 +87,46 @@ EXTRA=()  # sections after the table
 FAILURES=0  # steps that failed (a test, a bench): the exit status says so
 row() { ROWS+=("| $1 | $2 |"); echo "gpu-check: $1: $2"; }
 
-find_nvidia_icd() {
-  # A driver manifest the container mounted, or the driver's library with a manifest of our own.
-  local j
-  for j in /usr/share/vulkan/icd.d/nvidia*.json /etc/vulkan/icd.d/nvidia*.json /usr/local/share/vulkan/icd.d/nvidia*.json \
-           /usr/local/nvidia/share/vulkan/icd.d/nvidia*.json; do
-    [ -f "$j" ] && { echo "$j"; return 0; }
+unpack_gl() {
+  # The loader and glvnd packages the GPU machine's image lacks, carried as Debian .deb files in
+  # .gl/ (the device tool's recipe: ../.library/device/README.md) and unpacked into / there.
+  command -v nvidia-smi > /dev/null && [ -d "$ROOT/.gl" ] && ls "$ROOT"/.gl/*.deb > /dev/null 2>&1 || return 0
+  local f
+  for f in "$ROOT"/.gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  echo "gpu-check: unpacked $(ls "$ROOT"/.gl/*.deb | wc -l) loader packages from .gl" >&2
+}
+
+pick_driver() {
+  # The first way of finding NVIDIA's Vulkan driver with which the loader lists a GPU: the loader's
+  # own search, each manifest on the machine, then a manifest of our own naming the driver library
+  # by its full path. Prints the manifest ("" for the loader's search); every try goes to the log.
+  local log="$OUT/devices-debug.log" cands=("") j d l
+  for j in /usr/local/nvidia/share/vulkan/icd.d/nvidia*.json /usr/share/vulkan/icd.d/nvidia*.json \
+           /etc/vulkan/icd.d/nvidia*.json /usr/local/share/vulkan/icd.d/nvidia*.json; do
+    [ -f "$j" ] && cands+=("$j")
   done
-  local d l
+  mkdir -p "${TMPDIR:-/tmp}/gpu-check-icd"
   for l in libGLX_nvidia.so.0 libEGL_nvidia.so.0; do
     for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib; do
-      if [ -e "$d/$l" ]; then
-        printf '{"file_format_version": "1.0.1", "ICD": {"library_path": "%s", "api_version": "1.3.0"}}\n' "$d/$l" \
-          > "$OUT/nvidia_icd.json"
-        echo "$OUT/nvidia_icd.json"
-        return 0
-      fi
+      [ -e "$d/$l" ] || continue
+      j="${TMPDIR:-/tmp}/gpu-check-icd/$(echo "$d/$l" | tr / _).json"
+      printf '{"file_format_version": "1.0.1", "ICD": {"library_path": "%s", "api_version": "1.3.0"}}\n' "$d/$l" > "$j"
+      cands+=("$j")
+      { echo "== ldd $d/$l"; ldd "$d/$l"; } >> "$log" 2>&1 || true
     done
+  done
+  for j in "${cands[@]}"; do
+    echo "== VK_DRIVER_FILES=${j:-(unset: the loader search)} ${j:+$(cat "$j")}" >> "$log"
+    if [ -z "$j" ]; then
+      env -u VK_DRIVER_FILES -u VK_ICD_FILENAMES VK_LOADER_DEBUG=error,warn,driver "$CLOVER" devices >> "$log" 2>&1 || true
+      env -u VK_DRIVER_FILES -u VK_ICD_FILENAMES "$CLOVER" devices 2> /dev/null | grep '^vulkan:' | grep -qv 'CPU type' \
+        && { echo ""; return 0; }
+    else
+      VK_DRIVER_FILES="$j" VK_ICD_FILENAMES="$j" VK_LOADER_DEBUG=error,warn,driver "$CLOVER" devices >> "$log" 2>&1 || true
+      VK_DRIVER_FILES="$j" VK_ICD_FILENAMES="$j" "$CLOVER" devices 2> /dev/null | grep '^vulkan:' | grep -qv 'CPU type' \
+        && { echo "$j"; return 0; }
+    fi
   done
   return 1
 }
@@ -147,12 +182,16 @@ run_check() {
   else
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
       > "$OUT/nvidia-smi.txt" 2>&1 && row "nvidia-smi" "$(head -1 "$OUT/nvidia-smi.txt")"
+    # The driver's EGL vendor file, where the machine mounts one (the device tool's recipe).
+    [ -f /usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json ] \
+      && export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+    unpack_gl
     local icd
-    if icd=$(find_nvidia_icd); then
-      export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
-      row "Vulkan driver" "$(grep -o '"library_path"[^,}]*' "$icd" | head -1) ($icd)"
+    if icd=$(pick_driver); then
+      [ -n "$icd" ] && export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"
+      row "Vulkan driver" "${icd:-the loader search}${icd:+ ($(grep -o '"library_path"[^,}]*' "$icd" | head -1))}"
     else
-      row "Vulkan driver" "none found (no nvidia ICD manifest, no libGLX_nvidia/libEGL_nvidia): the container has the compute driver only"
+      row "Vulkan driver" "no way of loading NVIDIA's driver gave a GPU device (devices-debug.log lists each try)"
     fi
     export CLOVER_VK_TEST_NO_VALIDATION=1
     # The opt-in cases too slow for lavapipe (mid preset, long context) take seconds on a card.
@@ -164,7 +203,7 @@ run_check() {
   "$CLOVER" devices > "$OUT/devices.txt" 2>&1 || true
   cat "$OUT/devices.txt"
   if ! ((LOCAL)) && ! grep -q '^vulkan:' "$OUT/devices.txt"; then
-    row "result" "no Vulkan GPU device: nothing to measure (see devices.txt)"
+    row "result" "no Vulkan GPU device: nothing to measure (see devices.txt, devices-debug.log)"
     finish; return 3
   fi
   if ! ((LOCAL)) && ! grep '^vulkan:' "$OUT/devices.txt" | grep -qv 'CPU type'; then
@@ -172,6 +211,15 @@ run_check() {
     finish; return 3
   fi
   row "device" "$(grep -m1 '^vulkan:' "$OUT/devices.txt")"
+
+  # The full-size file takes a minute or two of the machine's cores to write: start it now, beside
+  # the tests (which mostly wait on the GPU), and wait for it where it is needed.
+  local big="${TMPDIR:-/tmp}/gpu-check-clover-35b-q4_0.gguf" synth_pid=""
+  if ! ((LOCAL)) && want models && [ ! -f "$big" ]; then
+    (nice "$CLOVER" synth --preset clover-35b --type q4_0 --seed 35 -q "$big.part" > "$OUT/synth-clover-35b-q4_0.log" 2>&1 \
+      && mv "$big.part" "$big") &
+    synth_pid=$!
+  fi
 
   # The card's copy bandwidth, the roofline the passes are measured against.
   if ! ((LOCAL)) && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
@@ -193,8 +241,9 @@ EOF
   # Correctness on the device: every Vulkan test binary, checked against the CPU.
   local t
   for t in vulkan_ops_test vulkan_executor_test vulkan_denoise_test; do
+    want tests || break
     if fits 60; then
-      timeout "$(left 150)" "$PACK/bin/$t" --gtest_filter="$filter" --gtest_brief=1 > "$OUT/$t.log" 2>&1 || true
+      timeout "$(left 150)" "$PACK/bin/$t" --gtest_filter="$filter" > "$OUT/$t.log" 2>&1 || true
       row "$t" "$(gtest_summary "$OUT/$t.log")"
       grep -q '^\[  PASSED  \] [1-9]' "$OUT/$t.log" && ! grep -q '^\[  FAILED  \]' "$OUT/$t.log" || FAILURES=$((FAILURES + 1))
     else
@@ -202,7 +251,7 @@ EOF
     fi
   done
 
-  if fits 30; then
+  if want opsbench && fits 30; then
     timeout "$(left 60)" "$PACK/bin/vulkan_ops_bench" "${CLOVER_VK_TEST_DEVICE:-0}" "$reps" > "$OUT/vulkan_ops_bench.txt" 2>&1 || true
     row "device layer (vulkan_ops_bench)" "below"
     EXTRA+=("" "## vulkan_ops_bench" "" '```' "$(cat "$OUT/vulkan_ops_bench.txt")" '```')
@@ -215,6 +264,8 @@ EOF
     # The slice in Q4_K_M too: the K-quant shaders on a real card (the files people download).
     models=("slice:q4_0:-p 512 -n 128 -r 3" "clover-35b:q4_0:-p 512 -n 128 -r 2" "slice:Q4_K_M:-p 512 -n 128 -r 2")
   fi
+  want models || models=("${models[0]}")  # the profile's model alone
+  want models || want profile || models=()
   local m name type bench_args need
   for m in "${models[@]}"; do
     IFS=: read -r name type bench_args <<< "$m"
@@ -222,10 +273,19 @@ EOF
     if ! fits "$need"; then row "$name $type" "skipped: the time budget"; continue; fi
     local file="${TMPDIR:-/tmp}/gpu-check-$name-$type.gguf"  # not under $OUT: it would travel back
     local t0=$(date +%s)
-    # shellcheck disable=SC2086
-    [ -f "$file" ] || "$CLOVER" synth --preset "$name" --type "$type" --seed 35 -q "$file" > "$OUT/synth-$name-$type.log" 2>&1 \
-      || { FAILURES=$((FAILURES + 1)); row "$name $type" "synth failed: $(tail -1 "$OUT/synth-$name-$type.log")"; continue; }
-    row "$name $type file" "$(du -h "$file" | cut -f1), written in $(($(date +%s) - t0)) s"
+    if [ "$file" = "$big" ] && [ -n "$synth_pid" ]; then
+      wait "$synth_pid" || true
+      synth_pid=""
+      [ -f "$file" ] || { FAILURES=$((FAILURES + 1)); row "$name $type" "synth failed: $(tail -1 "$OUT/synth-$name-$type.log")"; continue; }
+      row "$name $type file" "$(du -h "$file" | cut -f1), written beside the tests (done $(elapsed) s into the check)"
+    else
+      # shellcheck disable=SC2086
+      [ -f "$file" ] || "$CLOVER" synth --preset "$name" --type "$type" --seed 35 -q "$file" > "$OUT/synth-$name-$type.log" 2>&1 \
+        || { FAILURES=$((FAILURES + 1)); row "$name $type" "synth failed: $(tail -1 "$OUT/synth-$name-$type.log")"; continue; }
+      row "$name $type file" "$(du -h "$file" | cut -f1), written in $(($(date +%s) - t0)) s"
+    fi
+    if want profile && [ "$m" = "${models[0]}" ]; then profile "$file"; fi
+    if ! want models; then ((LOCAL)) && rm -f "$file"; continue; fi
     # shellcheck disable=SC2086
     if timeout "$(left 100000)" "$CLOVER" bench -m "$file" --device "$device" \
         $bench_args --mode ar,diffusion -t "$threads" --json -q > "$OUT/bench-$name-$type.json" 2> "$OUT/bench-$name-$type.log"; then
@@ -244,19 +304,38 @@ EOF
   if ((FAILURES)); then echo "gpu-check: $FAILURES step(s) failed (logs in $OUT)" >&2; return 1; fi
 }
 
+profile() {  # FILE: GPU time by shader (CLOVER_VK_PROFILE) of decode steps, a prefill, denoising passes
+  local file=$1 what name args
+  for what in "decode:-p 0 -n 32 --mode ar" "prefill:-p 512 -n 0 --mode ar" "diffusion:-p 0 -n 32 --mode diffusion"; do
+    IFS=: read -r name args <<< "$what"
+    if ! fits 30; then row "profile $name" "skipped: the time budget"; continue; fi
+    # shellcheck disable=SC2086
+    if CLOVER_VK_PROFILE=1 timeout "$(left 120)" "$CLOVER" bench -m "$file" --device "$device" $args -r 1 \
+        -t "$threads" -q > /dev/null 2> "$OUT/profile-$name.txt" && grep -q '^vulkan profile' "$OUT/profile-$name.txt"; then
+      row "profile $name" "$(grep -m1 '^vulkan profile' "$OUT/profile-$name.txt" | sed 's/^vulkan profile (CLOVER_VK_PROFILE): //')"
+      EXTRA+=("" "## GPU time by shader: $name ($(basename "$file"), $args)" "" '```'
+              "$(sed -n '/^vulkan profile/,$p' "$OUT/profile-$name.txt" | grep -v '^peak RSS' | head -75)" '```')
+    else
+      FAILURES=$((FAILURES + 1))
+      row "profile $name" "failed: $(tail -2 "$OUT/profile-$name.txt" | tr '\n' ' ')"
+    fi
+  done
+}
+
 ladder() {  # FILE: tokens/s per device budget
-  local file=$1 budgets budget flags
+  local file=$1 budgets budget flags tag
   if ((LOCAL)); then budgets=("n-cpu-moe 2"); else budgets=("24G" "16G" "12G" "8G"); fi
   for budget in "${budgets[@]}"; do
     if ! fits 40; then row "ladder $budget" "skipped: the time budget"; continue; fi
     if ((LOCAL)); then flags="--n-cpu-moe 2"; else flags="--vram-budget $budget"; fi
+    tag=${budget// /-}
     # shellcheck disable=SC2086
     if timeout "$(left 100000)" "$CLOVER" bench -m "$file" --device "$device" $flags -p 128 -n 32 -r 1 --mode ar \
-        -t "$threads" --json -q > "$OUT/ladder-$budget.json" 2> "$OUT/ladder-$budget.log"; then
-      row "ladder $budget" "$(bench_row ladder "$OUT/ladder-$budget.json")"
+        -t "$threads" --json -q > "$OUT/ladder-$tag.json" 2> "$OUT/ladder-$tag.log"; then
+      row "ladder $budget" "$(bench_row ladder "$OUT/ladder-$tag.json")"
     else
       FAILURES=$((FAILURES + 1))
-      row "ladder $budget" "bench failed or ran out of time: $(tail -2 "$OUT/ladder-$budget.log" | tr '\n' ' ')"
+      row "ladder $budget" "bench failed or ran out of time: $(tail -2 "$OUT/ladder-$tag.log" | tr '\n' ' ')"
     fi
   done
 }
@@ -282,6 +361,11 @@ stream() {  # FILE: prefill tokens/s with experts in RAM computed by the CPU vs 
 finish() {
   { echo "# gpu-check $(date -u +%FT%TZ) ($(elapsed) s)"; echo; echo "| what | result |"; echo "|---|---|";
     printf '%s\n' "${ROWS[@]}"; if ((${#EXTRA[@]})); then printf '%s\n' "${EXTRA[@]}"; fi; } > "$OUT/gpu-check.md"
+  # The device tool brings back at most 8 files from $OUT: the table, and every log in one archive.
+  (cd "$OUT" && find . -type f ! -name gpu-check.md ! -name gpu-check-logs.tar.gz -printf '%P\0' | sort -z > /tmp/gpu-check-logs.list
+   if [ -s /tmp/gpu-check-logs.list ]; then
+     tar czf gpu-check-logs.tar.gz --null -T /tmp/gpu-check-logs.list && xargs -0 rm -f < /tmp/gpu-check-logs.list
+   fi)
   echo; cat "$OUT/gpu-check.md"
 }
 
@@ -293,6 +377,7 @@ case "${1:-}" in
       case "$1" in
         --local) LOCAL=1 ;;
         --budget) BUDGET=$2; shift ;;
+        --steps) STEPS=$2; shift ;;
         *) die "unknown option $1" ;;
       esac
       shift

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "backend/vulkan/profile.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -9,6 +11,7 @@ namespace clover::vulkan {
 
 namespace {
 constexpr uint32_t kMaxBuffersPerDispatch = 8;
+constexpr uint32_t kMaxStamps = 16384;  // timestamps of one profiled recording (ops beyond are not timed)
 }
 
 CommandList::CommandList(Device& dev, uint32_t sets_per_pool) : dev_(dev), sets_per_pool_(std::max(1u, sets_per_pool)) {
@@ -20,14 +23,22 @@ CommandList::CommandList(Device& dev, uint32_t sets_per_pool) : dev_(dev), sets_
   cai.commandBufferCount = 1;
   vk_check(f.vkAllocateCommandBuffers(dev_.handle(), &cai, &cb_), "vkAllocateCommandBuffers");
   add_pool();
+  if (GpuProfile::enabled() && dev_.timestamp_valid_bits() > 0) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = kMaxStamps;
+    vk_check(f.vkCreateQueryPool(dev_.handle(), &qi, nullptr, &queries_), "vkCreateQueryPool");
+  }
 }
 
 CommandList::~CommandList() {
   const DeviceFns& f = dev_.fn();
   if (last_submit_) dev_.wait(last_submit_);
+  collect_profile();
   std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
   // A recording abandoned by an exception is closed first (a buffer being recorded cannot begin).
   if (recording_) f.vkEndCommandBuffer(cb_);
+  if (queries_) f.vkDestroyQueryPool(dev_.handle(), queries_, nullptr);
   for (VkDescriptorPool pool : pools_) f.vkDestroyDescriptorPool(dev_.handle(), pool, nullptr);
   f.vkFreeCommandBuffers(dev_.handle(), dev_.command_pool(), 1, &cb_);
 }
@@ -47,6 +58,7 @@ VkDescriptorPool CommandList::add_pool() {
 void CommandList::begin() {
   const DeviceFns& f = dev_.fn();
   if (last_submit_) dev_.wait(last_submit_);
+  collect_profile();
   std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
   // A recording abandoned by an exception is closed first (a buffer being recorded cannot begin).
   if (recording_) f.vkEndCommandBuffer(cb_);
@@ -54,6 +66,11 @@ void CommandList::begin() {
   n_sets_ = 0;
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   vk_check(f.vkBeginCommandBuffer(cb_, &bi), "vkBeginCommandBuffer");
+  labels_.clear();
+  if (queries_) {
+    f.vkCmdResetQueryPool(cb_, queries_, 0, kMaxStamps);
+    f.vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 0);
+  }
   recording_ = true;
   recorded_ = false;
 }
@@ -119,6 +136,30 @@ void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange>
   f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                          0, 1, &mb, 0, nullptr, 0, nullptr);
+  if (queries_) stamp(fmt::format("{} [{},{},{}]", p.name, gx, gy, gz));
+}
+
+void CommandList::stamp(std::string label) {
+  if (labels_.size() + 1 >= kMaxStamps) return;
+  dev_.fn().vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
+                                static_cast<uint32_t>(labels_.size() + 1));
+  labels_.push_back(std::move(label));
+}
+
+void CommandList::collect_profile() {
+  if (!unread_) return;
+  unread_ = false;
+  const uint32_t n = static_cast<uint32_t>(labels_.size() + 1);
+  std::vector<uint64_t> ts(n);
+  vk_check(dev_.fn().vkGetQueryPoolResults(dev_.handle(), queries_, 0, n, n * sizeof(uint64_t), ts.data(),
+                                           sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+           "vkGetQueryPoolResults");
+  const uint32_t bits = dev_.timestamp_valid_bits();
+  const uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+  const double period = dev_.info().timestamp_period_ns;
+  GpuProfile& prof = GpuProfile::get();
+  for (uint32_t i = 0; i + 1 < n; ++i) prof.add(labels_[i], static_cast<double>((ts[i + 1] - ts[i]) & mask) * period);
+  prof.add_submission(n - 1, static_cast<double>((ts[n - 1] - ts[0]) & mask) * period);
 }
 
 void CommandList::copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes) {
@@ -150,6 +191,7 @@ void CommandList::copy(const Buffer& src, const Buffer& dst, std::span<const VkB
   f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT,
                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                          0, 1, &after, 0, nullptr, 0, nullptr);
+  if (queries_) stamp("copy");
 }
 
 void CommandList::end() {
@@ -163,9 +205,18 @@ void CommandList::end() {
 uint64_t CommandList::submit() {
   if (!recorded_) throw VulkanError("CommandList::submit: nothing recorded (begin/dispatch/end first)");
   // Without SIMULTANEOUS_USE a command buffer may not be pending twice.
-  if (last_submit_) dev_.wait(last_submit_);
+  if (last_submit_) {
+    dev_.wait(last_submit_);
+    collect_profile();
+  }
   last_submit_ = dev_.submit(cb_);
+  unread_ = queries_ != VK_NULL_HANDLE && !labels_.empty();
   return last_submit_;
+}
+
+void CommandList::run() {
+  dev_.wait(submit());
+  collect_profile();
 }
 
 }  // namespace clover::vulkan

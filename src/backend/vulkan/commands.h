@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/vulkan/device.h"
@@ -44,13 +45,20 @@ class CommandList {
   // Submits the recorded list (waiting first if its previous submission is still running) and
   // returns the timeline value; run() also waits for it.
   uint64_t submit();
-  void run() { dev_.wait(submit()); }
+  void run();
   uint32_t dispatches() const { return n_sets_; }
   bool recorded() const { return recorded_; }
 
  private:
   VkDescriptorPool add_pool();
+  // CLOVER_VK_PROFILE (profile.h): a timestamp after each op, read back after the list's
+  // submission completes.
+  void stamp(std::string label);
+  void collect_profile();  // the last submission's spans into GpuProfile, once it is known complete
   Device& dev_;
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  std::vector<std::string> labels_;  // op i's span ends at timestamp i + 1
+  bool unread_ = false;              // a profiled submission whose timestamps are not read yet
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> pools_;
   uint32_t sets_per_pool_ = 0, n_sets_ = 0;

@@ -65,6 +65,7 @@ Device::Device(const Instance& instance, int index) : instance_(instance) {
   for (uint32_t i = 0; i < nq && family < 0; ++i)
     if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family = static_cast<int>(i);
   queue_family_ = static_cast<uint32_t>(family);
+  timestamp_valid_bits_ = qf[queue_family_].timestampValidBits;
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};

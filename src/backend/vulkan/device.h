@@ -105,6 +105,8 @@ class Device {
   uint64_t completed() const;
 
   VkCommandPool command_pool() const { return pool_; }
+  // Bits of a timestamp the compute queue writes (0: no timestamps; profile.h).
+  uint32_t timestamp_valid_bits() const { return timestamp_valid_bits_; }
   // Held while anything records into a command buffer of the pool or uses the staging buffer
   // (Vulkan requires the pool to be externally synchronised; a server's threads share the device).
   std::recursive_mutex& pool_mutex() { return pool_mutex_; }
@@ -125,6 +127,7 @@ class Device {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
+  uint32_t timestamp_valid_bits_ = 0;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer transfer_cb_ = VK_NULL_HANDLE;  // the one-off copies of upload/download
   VkSemaphore timeline_ = VK_NULL_HANDLE;

@@ -46,6 +46,7 @@ struct DeviceInfo {
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_push_constants = 0;
   uint64_t max_allocation_size = 0;       // maxMemoryAllocationSize
+  float timestamp_period_ns = 0;          // nanoseconds per timestamp tick (limits.timestampPeriod)
   bool has_compute_queue = false;
   // Features: required (timeline semaphores) and those the shaders may use later.
   bool timeline_semaphore = false;

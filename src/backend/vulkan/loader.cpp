@@ -2,10 +2,12 @@
 #include "backend/vulkan/loader.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <vector>
 
 namespace clover::vulkan {
@@ -53,6 +55,27 @@ bool load_vulkan(VulkanFns& fns, std::string& error) {
     return false;
   }
   return true;
+}
+
+std::vector<std::string> loaded_libraries() {
+  std::vector<std::string> names;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        if (info->dlpi_name && *info->dlpi_name) static_cast<std::vector<std::string>*>(out)->push_back(info->dlpi_name);
+        return 0;
+      },
+      &names);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void keep_loaded_since(const std::vector<std::string>& before) {
+  for (const std::string& name : loaded_libraries()) {
+    if (std::binary_search(before.begin(), before.end(), name)) continue;
+    // RTLD_NOLOAD: only a library already loaded; RTLD_NODELETE: never unloaded after this. The
+    // reference this takes is never dropped either.
+    dlopen(name.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  }
 }
 
 bool load_instance_fns(VulkanFns& fns, VkInstance instance, std::string& error) {

@@ -10,6 +10,7 @@
 #include <vulkan/vulkan.h>
 
 #include <string>
+#include <vector>
 
 namespace clover::vulkan {
 
@@ -81,7 +82,12 @@ namespace clover::vulkan {
   X(vkCreateSemaphore)                 \
   X(vkDestroySemaphore)                \
   X(vkWaitSemaphores)                  \
-  X(vkGetSemaphoreCounterValue)
+  X(vkGetSemaphoreCounterValue)        \
+  X(vkCreateQueryPool)                 \
+  X(vkDestroyQueryPool)                \
+  X(vkCmdResetQueryPool)               \
+  X(vkCmdWriteTimestamp)               \
+  X(vkGetQueryPoolResults)
 
 // The function table. One per process for global and instance functions (the backend creates one
 // instance); device functions per logical device (struct DeviceFns).
@@ -101,6 +107,15 @@ struct DeviceFns {
 // Opens libvulkan (or the library CLOVER_VULKAN_LIBRARY names) and fills the global functions. Returns false with a message
 // that names what is missing ("no Vulkan driver: libvulkan.so.1 not found ...") when it cannot.
 bool load_vulkan(VulkanFns& fns, std::string& error);
+
+// The shared libraries the process has loaded now (their paths).
+std::vector<std::string> loaded_libraries();
+// Keeps every library loaded since `before` (loaded_libraries() taken earlier) for the life of the
+// process. The Vulkan loader loads the drivers at vkCreateInstance and unloads them at
+// vkDestroyInstance; NVIDIA's driver, loaded and unloaded ~30 times in one process, stops
+// initialising (vkCreateInstance then fails with VK_ERROR_INCOMPATIBLE_DRIVER: seen on an H200
+// with driver 580.159), so a process that makes many instances (the test binaries) keeps it.
+void keep_loaded_since(const std::vector<std::string>& before);
 // Fills the instance-level (and, when present, debug-utils) functions.
 bool load_instance_fns(VulkanFns& fns, VkInstance instance, std::string& error);
 bool load_device_fns(const VulkanFns& fns, VkDevice device, DeviceFns& out, std::string& error);

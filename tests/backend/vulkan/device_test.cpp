@@ -5,7 +5,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "backend/vulkan/loader.h"
 #include "backend/vulkan/ops.h"
+#include "backend/vulkan/profile.h"
 #include "backend/vulkan/vk_test_util.h"
 
 namespace clover::vulkan::test {
@@ -142,6 +144,69 @@ TEST_F(DeviceTest, RecordedListIsResubmittedWithNewInputs) {
     last = value;
     const auto* r = static_cast<const uint32_t*>(best.mapped());
     EXPECT_EQ(r[0], static_cast<uint32_t>(hot));
+  }
+}
+
+// CLOVER_VK_PROFILE: every dispatch of a profiled list gets a span under its shader and grid, once
+// per submission; the submission's time is at least the sum of its ops' spans' largest part.
+TEST_F(DeviceTest, ProfiledListsTimeEachDispatchByShaderAndGrid) {
+  if (dev().timestamp_valid_bits() == 0) GTEST_SKIP() << "the compute queue writes no timestamps";
+  GpuProfile& prof = GpuProfile::get();
+  prof.clear();
+  const int64_t rows = 256, cols = 512;
+  HostMatrix w = random_matrix(DType::F32, rows, cols, 3, 1.0f);
+  Buffer wb = dev().create_buffer(device_matrix_bytes(w.ref), MemoryPurpose::Weights);
+  const DeviceMatrix dw = upload_matrix(dev(), w.ref, wb, 0);
+  const std::vector<float> xs = random_floats(cols, 4, -1.0f, 1.0f);
+  Buffer x = to_device(dev(), xs.data(), xs.size() * 4, MemoryPurpose::Scratch);
+  Buffer y = dev().create_buffer(rows * 4, MemoryPurpose::Scratch);
+  Buffer best = dev().create_buffer(8, MemoryPurpose::Scratch, Residency::Host);
+  {
+    CommandList off(dev());  // made before the variable is set: not profiled
+    ::setenv("CLOVER_VK_PROFILE", "1", 1);
+    CommandList cl(dev());
+    ::unsetenv("CLOVER_VK_PROFILE");
+    for (CommandList* l : {&off, &cl}) {
+      l->begin();
+      record_matmul(*l, dev(), dw, whole(x), cols, nullptr, 1, whole(y), rows);
+      record_argmax(*l, dev(), whole(y), 1, rows, rows, whole(best));
+      l->end();
+    }
+    for (int i = 0; i < 3; ++i) {
+      off.run();
+      cl.run();
+    }
+    cl.submit();  // read back when the list goes (its destructor waits)
+  }
+  const std::string r = prof.report();
+  std::printf("%s", r.c_str());
+  EXPECT_NE(r.find("4 submissions, 8 ops"), std::string::npos) << r;
+  // Each op 4 times, under its shader name and grid; the by-shader table has both shaders.
+  EXPECT_NE(r.find("       4"), std::string::npos) << r;
+  EXPECT_NE(r.find("argmax ["), std::string::npos) << r;
+  EXPECT_NE(r.find("matmul_f32 ["), std::string::npos) << r;
+  EXPECT_NE(r.find("by shader:"), std::string::npos) << r;
+  prof.clear();
+  EXPECT_NE(prof.report().find("0 submissions, 0 ops"), std::string::npos);
+}
+
+// The drivers the Vulkan loader loads at vkCreateInstance stay loaded when the instance goes
+// (loader.h: NVIDIA's driver fails to initialise after ~30 load/unload cycles in one process).
+TEST(VulkanLoader, DriversStayLoadedAfterTheInstanceGoes) {
+  std::vector<std::string> with;
+  {
+    std::string error;
+    std::unique_ptr<Instance> inst = Instance::create({}, error);
+    if (!inst) GTEST_SKIP() << "no Vulkan: " << error;
+    with = loaded_libraries();
+  }
+  const std::vector<std::string> after = loaded_libraries();
+  for (const std::string& lib : with)
+    EXPECT_TRUE(std::binary_search(after.begin(), after.end(), lib)) << lib << " was unloaded with the instance";
+  // And many instances in one process keep working (the test binaries make hundreds).
+  for (int i = 0; i < 40; ++i) {
+    std::string error;
+    ASSERT_TRUE(Instance::create({}, error)) << "instance " << i << ": " << error;
   }
 }
 
