@@ -67,6 +67,7 @@ void CommandList::begin() {
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   vk_check(f.vkBeginCommandBuffer(cb_, &bi), "vkBeginCommandBuffer");
   labels_.clear();
+  workgroups_.clear();
   if (queries_) {
     f.vkCmdResetQueryPool(cb_, queries_, 0, kMaxStamps);
     f.vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 0);
@@ -136,14 +137,15 @@ void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange>
   f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                          0, 1, &mb, 0, nullptr, 0, nullptr);
-  if (queries_) stamp(fmt::format("{} [{},{},{}]", p.name, gx, gy, gz));
+  if (queries_) stamp(fmt::format("{} [{},{},{}]", p.name, gx, gy, gz), uint64_t{gx} * gy * gz);
 }
 
-void CommandList::stamp(std::string label) {
+void CommandList::stamp(std::string label, uint64_t workgroups) {
   if (labels_.size() + 1 >= kMaxStamps) return;
   dev_.fn().vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
                                 static_cast<uint32_t>(labels_.size() + 1));
   labels_.push_back(std::move(label));
+  workgroups_.push_back(workgroups);
 }
 
 void CommandList::collect_profile() {
@@ -158,7 +160,8 @@ void CommandList::collect_profile() {
   const uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
   const double period = dev_.info().timestamp_period_ns;
   GpuProfile& prof = GpuProfile::get();
-  for (uint32_t i = 0; i + 1 < n; ++i) prof.add(labels_[i], static_cast<double>((ts[i + 1] - ts[i]) & mask) * period);
+  for (uint32_t i = 0; i + 1 < n; ++i)
+    prof.add(labels_[i], static_cast<double>((ts[i + 1] - ts[i]) & mask) * period, workgroups_[i]);
   prof.add_submission(n - 1, static_cast<double>((ts[n - 1] - ts[0]) & mask) * period);
 }
 
@@ -191,7 +194,7 @@ void CommandList::copy(const Buffer& src, const Buffer& dst, std::span<const VkB
   f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT,
                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                          0, 1, &after, 0, nullptr, 0, nullptr);
-  if (queries_) stamp("copy");
+  if (queries_) stamp("copy", 0);
 }
 
 void CommandList::end() {

@@ -53,11 +53,12 @@ class CommandList {
   VkDescriptorPool add_pool();
   // CLOVER_VK_PROFILE (profile.h): a timestamp after each op, read back after the list's
   // submission completes.
-  void stamp(std::string label);
+  void stamp(std::string label, uint64_t workgroups);
   void collect_profile();  // the last submission's spans into GpuProfile, once it is known complete
   Device& dev_;
   VkQueryPool queries_ = VK_NULL_HANDLE;
   std::vector<std::string> labels_;  // op i's span ends at timestamp i + 1
+  std::vector<uint64_t> workgroups_;  // op i's workgroups (0 for a copy)
   bool unread_ = false;              // a profiled submission whose timestamps are not read yet
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> pools_;

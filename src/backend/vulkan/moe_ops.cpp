@@ -74,7 +74,9 @@ int64_t matmul_experts_dispatches(const Device& dev, const DeviceExperts& w) {
 }
 
 void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w, BufferRange x, int64_t x_stride,
-                           const Q8Activations* q8, BufferRange groups_in, bool gather, BufferRange y, int64_t y_stride) {
+                           const Q8Activations* q8, BufferRange groups_in, int64_t routed_rows, bool gather, BufferRange y,
+                           int64_t y_stride) {
+  if (routed_rows < 1) throw VulkanError("matmul_experts: no routed rows");
   const bool quant = reads_q8_activations(w.type);
   if (quant && (!q8 || q8->cols != w.cols || q8->kind != activation_kind(w.type)))
     throw VulkanError(fmt::format("matmul_experts: {} experts of {} columns need {} activations of {} columns",
@@ -93,8 +95,11 @@ void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w,
           dev, *w.buffer, w.offset + static_cast<uint64_t>(r.slot + i0) * w.expert_stride, ne * w.expert_stride);
       const MatmulPush push{u32(w.rows, "rows"), u32(w.cols, "cols"), 0, c.lead, u32(w.row_stride, "w_stride"),
                             u32(x_stride, "x_stride"), u32(y_stride, "y_stride"), 0, u32(r.first + i0, "e0"),
-                            u32(w.n_expert, "n_expert"), u32(w.expert_stride, "expert_stride"), gather ? 1u : 0u};
-      cl.dispatch(p, {c.range, act, scales, y, groups_in}, push, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(ne));
+                            u32(w.n_expert, "n_expert"), u32(w.expert_stride, "expert_stride"), gather ? 1u : 0u,
+                            u32(ne, "n_chunk"), u32(moe_group_active_offset(w.n_expert, routed_rows), "active_off")};
+      // At most routed_rows experts have rows: a decode step's 8 of 256 launch 8 workgroup rows, not 256.
+      const int64_t gy = std::min(ne, routed_rows);
+      cl.dispatch(p, {c.range, act, scales, y, groups_in}, push, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(gy));
     }
 }
 

@@ -33,8 +33,11 @@ DeviceExperts upload_experts(Device& dev, const kernels::MatRef* experts, int64_
                              uint64_t offset, const std::vector<bool>& skip = {});
 uint64_t device_experts_bytes(const kernels::MatRef& one_expert, int64_t n_expert);
 
-// Ints of the groups buffer: count [n_expert] | first [n_expert] | token [tokens * k] | row_of [tokens * k].
-inline int64_t moe_group_ints(int64_t n_expert, int64_t tokens, int64_t k) { return 2 * n_expert + 2 * tokens * k; }
+// Ints of the groups buffer: count [n_expert] | first [n_expert] | token [tokens * k] | row_of [tokens * k] |
+// n_active [1] | active [n_expert] (the experts with routed rows, ascending, then -1s).
+inline int64_t moe_group_ints(int64_t n_expert, int64_t tokens, int64_t k) { return 3 * n_expert + 2 * tokens * k + 1; }
+// Where n_active is: after the two per-row arrays of the pass's routed rows (tokens * k).
+inline int64_t moe_group_active_offset(int64_t n_expert, int64_t routed_rows) { return 2 * n_expert + 2 * routed_rows; }
 
 // moe_group.comp (twin: the grouping in model/moe.cpp): ids [tokens][k] -> groups.
 void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tokens, int64_t n_expert, int64_t k,
@@ -42,9 +45,12 @@ void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tok
 
 // matmul.comp with EXPERTS (twin: kernels::matmul_selected per expert): for every expert e the
 // device stores and each routed row r of e, y[r * y_stride + o] = W_e row o . activation row (gather ? token[r] : r).
-// x and q8 as for record_matmul (q8 for block-quantised experts).
+// x and q8 as for record_matmul (q8 for block-quantised experts). routed_rows: the pass's tokens x k
+// (the groups' layout); the grid has a workgroup row per routed expert at most (min(stored experts,
+// routed_rows)), each taking the next expert of the groups' active list.
 void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w, BufferRange x, int64_t x_stride,
-                           const Q8Activations* q8, BufferRange groups, bool gather, BufferRange y, int64_t y_stride);
+                           const Q8Activations* q8, BufferRange groups, int64_t routed_rows, bool gather, BufferRange y,
+                           int64_t y_stride);
 // The dispatches record_matmul_experts records for `w` (its runs' chunks of experts).
 int64_t matmul_experts_dispatches(const Device& dev, const DeviceExperts& w);
 

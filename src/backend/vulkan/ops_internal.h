@@ -65,6 +65,7 @@ inline std::string matmul_shader(DType t, bool experts) {
 struct MatmulPush {
   uint32_t rows, cols, n_act, w_base, w_stride, x_stride, y_stride, o0;
   uint32_t e0, n_expert, expert_stride, gather;
+  uint32_t n_chunk, active_off;  // EXPERTS: experts of the dispatch's chunk; where the active list is
 };
 
 // A range of weights bound for one dispatch: the binding starts at the device's offset alignment

@@ -25,11 +25,13 @@ GpuProfile::~GpuProfile() {
   if (submissions_) std::fputs(report().c_str(), stderr);
 }
 
-void GpuProfile::add(const std::string& label, double ns) {
+void GpuProfile::add(const std::string& label, double ns, uint64_t workgroups) {
   std::lock_guard<std::mutex> lock(mutex_);
   Sum& s = ops_[label];
   ++s.calls;
   s.ns += ns;
+  s.workgroups += workgroups;
+  workgroups_total_ += workgroups;
 }
 
 void GpuProfile::add_submission(uint32_t ops, double ns) {
@@ -42,7 +44,7 @@ void GpuProfile::add_submission(uint32_t ops, double ns) {
 void GpuProfile::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   ops_.clear();
-  submissions_ = ops_total_ = 0;
+  submissions_ = ops_total_ = workgroups_total_ = 0;
   ns_total_ = 0;
 }
 
@@ -55,6 +57,7 @@ std::string GpuProfile::report() const {
     Sum& s = by_shader[r.first.substr(0, r.first.find(' '))];
     s.calls += r.second.calls;
     s.ns += r.second.ns;
+    s.workgroups += r.second.workgroups;
   }
   std::vector<Row> shaders(by_shader.begin(), by_shader.end());
   const auto by_time = [](const Row& a, const Row& b) { return a.second.ns > b.second.ns; };
@@ -63,24 +66,27 @@ std::string GpuProfile::report() const {
   const double total = ns_total_ > 0 ? ns_total_ : 1;
   std::string out = fmt::format(
       "vulkan profile (CLOVER_VK_PROFILE): {} submissions, {} ops, {:.3f} ms of GPU time from each submission's first "
-      "timestamp to its last ({:.1f} us per submission)\n",
-      submissions_, ops_total_, ns_total_ / 1e6, ns_total_ / 1e3 / static_cast<double>(submissions_ ? submissions_ : 1));
+      "timestamp to its last ({:.1f} us per submission), {} workgroups\n",
+      submissions_, ops_total_, ns_total_ / 1e6, ns_total_ / 1e3 / static_cast<double>(submissions_ ? submissions_ : 1),
+      workgroups_total_);
   const auto table = [&](const char* title, const std::vector<Row>& r, size_t limit) {
-    out += fmt::format("{}\n  {:>6} {:>10} {:>8} {:>9}  {}\n", title, "share", "ms", "calls", "us/call", "op [grid]");
+    out += fmt::format("{}\n  {:>6} {:>10} {:>8} {:>9} {:>9}  {}\n", title, "share", "ms", "calls", "us/call", "wg/call",
+                       "op [grid]");
     double rest = 0;
     uint64_t rest_calls = 0;
     for (size_t i = 0; i < r.size(); ++i) {
       const Sum& s = r[i].second;
       if (i < limit) {
-        out += fmt::format("  {:5.1f}% {:10.3f} {:8} {:9.2f}  {}\n", 100.0 * s.ns / total, s.ns / 1e6, s.calls,
-                           s.ns / 1e3 / static_cast<double>(s.calls), r[i].first);
+        out += fmt::format("  {:5.1f}% {:10.3f} {:8} {:9.2f} {:9.0f}  {}\n", 100.0 * s.ns / total, s.ns / 1e6, s.calls,
+                           s.ns / 1e3 / static_cast<double>(s.calls),
+                           static_cast<double>(s.workgroups) / static_cast<double>(s.calls), r[i].first);
       } else {
         rest += s.ns, rest_calls += s.calls;
       }
     }
     if (rest_calls)
-      out += fmt::format("  {:5.1f}% {:10.3f} {:8} {:>9}  ({} more)\n", 100.0 * rest / total, rest / 1e6, rest_calls, "",
-                         r.size() - limit);
+      out += fmt::format("  {:5.1f}% {:10.3f} {:8} {:>9} {:>9}  ({} more)\n", 100.0 * rest / total, rest / 1e6, rest_calls,
+                         "", "", r.size() - limit);
   };
   table("by shader:", shaders, shaders.size());
   table("by shader and grid:", rows, 40);

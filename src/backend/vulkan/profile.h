@@ -18,8 +18,9 @@ class GpuProfile {
   static GpuProfile& get();   // the process's profile (printed at exit if anything was added)
   ~GpuProfile();
 
-  // One op's span of `ns` under `label` ("matmul_q4_0 [16,2048,1]").
-  void add(const std::string& label, double ns);
+  // One op's span of `ns` under `label` ("matmul_q4_0 [16,2048,1]") and the workgroups it launched
+  // (the same on every device: a count to compare on lavapipe).
+  void add(const std::string& label, double ns, uint64_t workgroups);
   // One submission of a list: its dispatches and the time from its first timestamp to its last.
   void add_submission(uint32_t ops, double ns);
   // The table: ops by total time, then the same by shader (labels without their grid).
@@ -28,12 +29,12 @@ class GpuProfile {
 
  private:
   struct Sum {
-    uint64_t calls = 0;
+    uint64_t calls = 0, workgroups = 0;
     double ns = 0;
   };
   mutable std::mutex mutex_;
   std::map<std::string, Sum> ops_;
-  uint64_t submissions_ = 0, ops_total_ = 0;
+  uint64_t submissions_ = 0, ops_total_ = 0, workgroups_total_ = 0;
   double ns_total_ = 0;
 };
 

@@ -26,8 +26,15 @@ inline std::vector<int32_t> group_ref(const std::vector<int32_t>& ids, int token
   backend::ExpertGroups g;
   g.group(ids.data(), tokens, k, ne);
   std::vector<int32_t> out;
-  out.reserve(static_cast<size_t>(2 * ne + 2 * tokens * k));
+  out.reserve(static_cast<size_t>(3 * ne + 2 * tokens * k + 1));
   for (const auto* part : {&g.count, &g.first, &g.token, &g.row_of}) out.insert(out.end(), part->begin(), part->end());
+  // n_active and the active list, ascending, padded with -1 to ne entries.
+  std::vector<int32_t> active;
+  for (int e = 0; e < ne; ++e)
+    if (g.count[e] > 0) active.push_back(e);
+  out.push_back(static_cast<int32_t>(active.size()));
+  out.insert(out.end(), active.begin(), active.end());
+  out.resize(out.size() + static_cast<size_t>(ne) - active.size(), -1);
   return out;
 }
 

@@ -121,11 +121,11 @@ std::vector<float> gpu_moe(Device& dev, const MoeShape& s, const MoeWeightsHost&
   record_moe_router(cl, dev, whole(logits), s.T, s.NE, s.k, s.NE, whole(ids), whole(wts));
   record_moe_group(cl, dev, whole(ids), s.T, s.NE, s.k, whole(groups));
   if (quant) record_quantize(cl, dev, whole(hb), s.T, s.E, s.E, qh);
-  record_matmul_experts(cl, dev, eg, whole(hb), s.E, &qh, whole(groups), true, whole(G), s.ff);
-  record_matmul_experts(cl, dev, eu, whole(hb), s.E, &qh, whole(groups), true, whole(U), s.ff);
+  record_matmul_experts(cl, dev, eg, whole(hb), s.E, &qh, whole(groups), n_rows, true, whole(G), s.ff);
+  record_matmul_experts(cl, dev, eu, whole(hb), s.E, &qh, whole(groups), n_rows, true, whole(U), s.ff);
   record_swiglu(cl, dev, whole(G), whole(U), n_rows, s.ff, s.ff);
   if (quant) record_quantize(cl, dev, whole(G), n_rows, s.ff, s.ff, qg);
-  record_matmul_experts(cl, dev, ed, whole(G), s.ff, &qg, whole(groups), false, whole(D), s.E);
+  record_matmul_experts(cl, dev, ed, whole(G), s.ff, &qg, whole(groups), n_rows, false, whole(D), s.E);
   record_matmul(cl, dev, sg, whole(hb), s.E, &qh, s.T, whole(GS), s.ff_sh);
   record_matmul(cl, dev, su, whole(hb), s.E, &qh, s.T, whole(US), s.ff_sh);
   record_swiglu(cl, dev, whole(GS), whole(US), s.T, s.ff_sh, s.ff_sh);
@@ -230,8 +230,8 @@ TEST_F(MoeTest, StoredSubsetOfExpertsComputesOnlyItsRows) {
   EXPECT_EQ(matmul_experts_dispatches(dev(), part), 1 + 1 + 4);
   CommandList cl(dev());
   cl.begin();
-  record_matmul_experts(cl, dev(), all, whole(hb), E, nullptr, whole(gb), true, whole(y_all), ff);
-  record_matmul_experts(cl, dev(), part, whole(hb), E, nullptr, whole(gb), true, whole(y_part), ff);
+  record_matmul_experts(cl, dev(), all, whole(hb), E, nullptr, whole(gb), T * k, true, whole(y_all), ff);
+  record_matmul_experts(cl, dev(), part, whole(hb), E, nullptr, whole(gb), T * k, true, whole(y_part), ff);
   cl.end();
   cl.run();
   dev().set_binding_limit(limit);
@@ -244,6 +244,43 @@ TEST_F(MoeTest, StoredSubsetOfExpertsComputesOnlyItsRows) {
         ASSERT_NE(ya[i], 1234.5f) << "expert " << e << " row " << r;
         ASSERT_EQ(yp[i], skip[e] ? 1234.5f : ya[i]) << "expert " << e << " row " << r << " column " << o;
       }
+}
+
+// A decode step routes one token to k of many experts: the grid has k workgroup rows per chunk,
+// each taking the chunk's next active expert (moe_group's list). With the experts split into
+// chunks of 3 by a lowered binding limit, the active experts fall in different chunks, some chunks
+// have none; every routed row is written with its expert's product, and nothing else is.
+TEST_F(MoeTest, DecodeStepLaunchesOnlyTheRoutedExpertsAcrossChunks) {
+  const int NE = 16, T = 1, k = 4, E = 64, ff = 32;
+  std::vector<HostMatrix> gate;
+  std::vector<kernels::MatRef> refs;
+  for (int e = 0; e < NE; ++e) gate.push_back(random_matrix(DType::F32, ff, E, 800 + e, 0.3f));
+  for (const HostMatrix& m : gate) refs.push_back(m.ref);
+  const std::vector<int32_t> ids = {13, 2, 10, 9};  // chunks [0,3) [3,6) [6,9) [9,12) [12,15) [15,16)
+  const std::vector<int32_t> groups = group_ref(ids, T, NE, k);
+  ASSERT_EQ(groups[moe_group_active_offset(NE, T * k)], 4);
+  Buffer b_all = dev().create_buffer(device_experts_bytes(refs[0], NE), MemoryPurpose::Weights);
+  const DeviceExperts all = upload_experts(dev(), refs.data(), NE, b_all, 0);
+  const std::vector<float> h = random_floats(static_cast<size_t>(E), 810, -1.5f, 1.5f);
+  const std::vector<float> sentinel(static_cast<size_t>(T) * k * ff, 1234.5f);
+  Buffer hb = to_device(dev(), h), gb = to_device(dev(), groups), y = to_device(dev(), sentinel);
+  const uint64_t limit = dev().binding_limit();
+  dev().set_binding_limit(3 * all.expert_stride + all.expert_stride / 2);
+  CommandList cl(dev());
+  cl.begin();
+  record_matmul_experts(cl, dev(), all, whole(hb), E, nullptr, whole(gb), T * k, true, whole(y), ff);
+  cl.end();
+  cl.run();
+  dev().set_binding_limit(limit);
+  EXPECT_EQ(cl.dispatches(), 6u);  // one per chunk of 3 experts, each k workgroup rows at most
+  const std::vector<float> yd = from_device<float>(dev(), y, sentinel.size());
+  for (int e = 0; e < NE; ++e)
+    for (int r = groups[NE + e]; r < groups[NE + e] + groups[e]; ++r) {
+      const std::vector<float> ref = cpu_linear(refs[e], h.data(), 1);
+      for (int o = 0; o < ff; ++o)
+        ASSERT_NEAR(yd[static_cast<size_t>(r) * ff + o], ref[o], 1e-4f * (1.0f + std::fabs(ref[o])))
+            << "expert " << e << " row " << r << " column " << o;
+    }
 }
 
 TEST_F(MoeTest, SwigluMatchesTheReference) {

@@ -642,9 +642,9 @@ void VulkanExecutor::record_moe(int il, int N) {
   // routed rows.
   if (L.experts_on_device) {
     record_matmul_experts(*rec_, *dev_, L.gate_exps, whole(s.h), s.sE, q8.for_type(L.gate_exps.type), whole(s.groups),
-                          true, whole(s.g), s.sFF);
-    record_matmul_experts(*rec_, *dev_, L.up_exps, whole(s.h), s.sE, q8.for_type(L.up_exps.type), whole(s.groups), true,
-                          whole(s.u), s.sFF);
+                          N * k, true, whole(s.g), s.sFF);
+    record_matmul_experts(*rec_, *dev_, L.up_exps, whole(s.h), s.sE, q8.for_type(L.up_exps.type), whole(s.groups), N * k,
+                          true, whole(s.u), s.sFF);
   }
   // The shared expert and its gate, from the same quantised input.
   matmul(L.shared_gate, whole(s.h), s.sE, q8, N, whole(s.gs), s.sFS);
@@ -654,7 +654,7 @@ void VulkanExecutor::record_moe(int il, int N) {
     record_swiglu(*rec_, *dev_, whole(s.g), whole(s.u), N * k, ff, s.sFF);
     const QuantActs q8g = quantize(need(L.down_exps), whole(s.g), N * k, ff, s.sFF);
     record_matmul_experts(*rec_, *dev_, L.down_exps, whole(s.g), s.sFF, q8g.for_type(L.down_exps.type), whole(s.groups),
-                          false, whole(s.d), E);
+                          N * k, false, whole(s.d), E);
   }
   record_swiglu(*rec_, *dev_, whole(s.gs), whole(s.us), N, fs, s.sFS);
   const QuantActs q8s = quantize(need(L.shared_down), whole(s.gs), N, fs, s.sFS);

@@ -9,10 +9,11 @@
 //
 // Dense grid: x = output row within the chunk (the host splits W into chunks that fit one
 // binding and 65,535 workgroups), y = tile of 8 activation rows.
-// EXPERTS grid: x = output row, y = expert within the chunk of experts; the workgroup walks the
-// rows routed to its expert (groups from moe_group.comp, on the device: no host round trip) in
-// tiles of 8, so an expert's weights are read once per 8 routed rows, and an expert nobody
-// chose costs one early exit.
+// EXPERTS grid: x = output row, y = the y-th expert of the chunk that has routed rows (the active
+// list moe_group.comp writes, on the device: no host round trip); the host launches at most as
+// many y as the pass has routed rows (8 for a decode step, not the layer's 256 experts), and a y
+// past the chunk's active experts exits at once. The workgroup walks the rows routed to its expert
+// in tiles of 8, so an expert's weights are read once per 8 routed rows.
 //
 // Each of the 64 invocations takes every 64th element (float weights) or block of 32 (quantised
 // weights) of the row; the partial sums meet in a shared-memory tree (no subgroup operations:
@@ -54,6 +55,8 @@ layout(push_constant) uniform Push {
   uint n_expert;      // EXPERTS: experts in the groups buffer
   uint expert_stride; // EXPERTS: bytes between experts' matrices
   uint gather;        // EXPERTS: 1: activation row = token of the routed row; 0: the routed row
+  uint n_chunk;       // EXPERTS: experts of this dispatch's chunk (e0 .. e0 + n_chunk - 1)
+  uint active_off;    // EXPERTS: the groups' n_active; the active list follows it
 } p;
 
 #if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
@@ -276,14 +279,17 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
 #endif
 }
 
-// The tree over the workgroup's partial sums; output row r of the tile goes to y row dst[r].
+// The tree over the workgroup's partial sums; output row r of the tile goes to y row dst[r]. Only
+// the tile's nr rows are summed (a decode step's one row, not eight; nr is uniform).
 void reduce_store(float acc[TILE], uint dst[TILE], uint nr, uint o) {
   const uint tid = gl_LocalInvocationID.x;
-  for (uint r = 0; r < TILE; ++r) partial[r][tid] = acc[r];
+  for (uint r = 0; r < TILE; ++r)
+    if (r < nr) partial[r][tid] = acc[r];
   barrier();
   for (uint s = WG / 2u; s > 0u; s >>= 1) {
     if (tid < s)
-      for (uint r = 0; r < TILE; ++r) partial[r][tid] += partial[r][tid + s];
+      for (uint r = 0; r < TILE; ++r)
+        if (r < nr) partial[r][tid] += partial[r][tid + s];
     barrier();
   }
   if (tid < nr) y[dst[tid] * p.y_stride + p.o0 + o] = partial[tid][0];
@@ -295,9 +301,20 @@ void main() {
   uint act[TILE], dst[TILE];
   float acc[TILE];
 #if defined(EXPERTS)
-  const uint e = p.e0 + gl_WorkGroupID.y;
+  // The chunk's first active expert: the active list is ascending (a binary search, uniform in
+  // the workgroup, so the early returns below leave every invocation together).
+  const uint n_active = uint(grp[p.active_off]);
+  uint lo = 0u, hi = n_active;
+  while (lo < hi) {
+    const uint mid = (lo + hi) >> 1;
+    if (uint(grp[p.active_off + 1u + mid]) < p.e0) lo = mid + 1u; else hi = mid;
+  }
+  const uint idx = lo + gl_WorkGroupID.y;
+  if (idx >= n_active) return;
+  const uint e = uint(grp[p.active_off + 1u + idx]);
+  if (e >= p.e0 + p.n_chunk) return;
   const int count = grp[e], first = grp[p.n_expert + e];
-  const uint row_off = p.w_base + gl_WorkGroupID.y * p.expert_stride + o * p.w_stride;
+  const uint row_off = p.w_base + (e - p.e0) * p.expert_stride + o * p.w_stride;
   for (uint r0 = 0; r0 < uint(count); r0 += TILE) {
     const uint nr = min(TILE, uint(count) - r0);
     for (uint r = 0; r < TILE; ++r) {
