@@ -99,7 +99,7 @@ void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w,
                             u32(ne, "n_chunk"), u32(moe_group_active_offset(w.n_expert, routed_rows), "active_off")};
       // At most routed_rows experts have rows: a decode step's 8 of 256 launch 8 workgroup rows, not 256.
       const int64_t gy = std::min(ne, routed_rows);
-      cl.dispatch(p, {c.range, act, scales, y, groups_in}, push, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(gy));
+      cl.dispatch(p, {c.range, act, scales, y, groups_in}, push, detail::matmul_row_groups(w.rows), static_cast<uint32_t>(gy));
     }
 }
 

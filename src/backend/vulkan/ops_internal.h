@@ -62,6 +62,10 @@ inline std::string matmul_shader(DType t, bool experts) {
 }
 
 // matmul.comp's push constants (the last four are read by the expert variants only).
+// Output rows per workgroup of matmul.comp (its RPW): a grid's x is the rows divided by this.
+constexpr int64_t kMatmulRowsPerGroup = 4;
+inline uint32_t matmul_row_groups(int64_t rows) { return static_cast<uint32_t>((rows + kMatmulRowsPerGroup - 1) / kMatmulRowsPerGroup); }
+
 struct MatmulPush {
   uint32_t rows, cols, n_act, w_base, w_stride, x_stride, y_stride, o0;
   uint32_t e0, n_expert, expert_stride, gather;

@@ -7,15 +7,18 @@
 // WTYPE_Q5_K, WTYPE_Q6_K, WTYPE_IQ4_XS (layouts: kernels/dtype.h; read from the raw bytes, which
 // need not be word aligned: 20-, 22-, 110-, 210-byte blocks).
 //
-// Dense grid: x = output row within the chunk (the host splits W into chunks that fit one
-// binding and 65,535 workgroups), y = tile of 8 activation rows.
+// Dense grid: x = group of RPW output rows within the chunk (the host splits W into chunks that
+// fit one binding and 65,535 workgroups), y = tile of 8 activation rows. A workgroup holds RPW
+// rows of 64 invocations each: each row's sum is what a workgroup of its own would give (the same
+// blocks per invocation, the same tree), with RPW times fewer workgroups to launch (the H200 run:
+// a 4096 x 2048 Q4_0 mat-vec, one workgroup per row, moved ~90-290 GB/s).
 // EXPERTS grid: x = output row, y = the y-th expert of the chunk that has routed rows (the active
 // list moe_group.comp writes, on the device: no host round trip); the host launches at most as
 // many y as the pass has routed rows (8 for a decode step, not the layer's 256 experts), and a y
 // past the chunk's active experts exits at once. The workgroup walks the rows routed to its expert
 // in tiles of 8, so an expert's weights are read once per 8 routed rows.
 //
-// Each of the 64 invocations takes every 64th element (float weights) or block of 32 (quantised
+// Each of a row's 64 invocations takes every 64th element (float weights) or block of 32 (quantised
 // weights) of the row; the partial sums meet in a shared-memory tree (no subgroup operations:
 // the result does not depend on the subgroup size).
 //
@@ -29,7 +32,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 64) in;
+layout(local_size_x = 256) in;  // RPW x WG
 
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
 // Float weights: x is [rows][x_stride] floats. Quantised: x is [rows][nb][8] words of int8
@@ -71,13 +74,14 @@ layout(push_constant) uniform Push {
 const int kIq4nl[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
 #endif
 
-const uint WG = 64;
+const uint WG = 64;   // invocations per output row
+const uint RPW = 4;   // output rows per workgroup (ops.cpp kMatmulRowsPerGroup)
 const uint TILE = 8;
-shared float partial[TILE][WG];
+shared float partial[TILE][WG * RPW];
 
 // Adds W row (at byte row_off) . activation row act[r] into acc[r] for r < nr.
 void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
-  const uint tid = gl_LocalInvocationID.x;
+  const uint tid = gl_LocalInvocationID.x % WG;  // the invocation's place in its row
 #if defined(WTYPE_F32) || defined(WTYPE_F16) || defined(WTYPE_BF16)
   for (uint i = tid; i < p.cols; i += WG) {
 #if defined(WTYPE_F32)
@@ -279,25 +283,27 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
 #endif
 }
 
-// The tree over the workgroup's partial sums; output row r of the tile goes to y row dst[r]. Only
-// the tile's nr rows are summed (a decode step's one row, not eight; nr is uniform).
-void reduce_store(float acc[TILE], uint dst[TILE], uint nr, uint o) {
-  const uint tid = gl_LocalInvocationID.x;
+// The tree over each row's partial sums; output row r of the tile goes to y row dst[r]. Only
+// the tile's nr rows are summed (a decode step's one row, not eight; nr is uniform). Every
+// invocation reaches the barriers, those of a row past the chunk's end too (they store nothing).
+void reduce_store(float acc[TILE], uint dst[TILE], uint nr, uint o, bool valid) {
+  const uint tid = gl_LocalInvocationID.x % WG, base = (gl_LocalInvocationID.x / WG) * WG;
   for (uint r = 0; r < TILE; ++r)
-    if (r < nr) partial[r][tid] = acc[r];
+    if (r < nr) partial[r][base + tid] = acc[r];
   barrier();
   for (uint s = WG / 2u; s > 0u; s >>= 1) {
     if (tid < s)
       for (uint r = 0; r < TILE; ++r)
-        if (r < nr) partial[r][tid] += partial[r][tid + s];
+        if (r < nr) partial[r][base + tid] += partial[r][base + tid + s];
     barrier();
   }
-  if (tid < nr) y[dst[tid] * p.y_stride + p.o0 + o] = partial[tid][0];
+  if (valid && tid < nr) y[dst[tid] * p.y_stride + p.o0 + o] = partial[tid][base];
   barrier();  // partial[] is reused by the next tile
 }
 
 void main() {
-  const uint o = gl_WorkGroupID.x;
+  const uint o = gl_WorkGroupID.x * RPW + gl_LocalInvocationID.x / WG;  // this invocation's output row
+  const bool valid = o < p.rows;
   uint act[TILE], dst[TILE];
   float acc[TILE];
 #if defined(EXPERTS)
@@ -323,8 +329,8 @@ void main() {
       act[r] = p.gather != 0u ? uint(grp[2u * p.n_expert + row]) : row;
       acc[r] = 0.0;
     }
-    dot_rows(row_off, act, nr, acc);
-    reduce_store(acc, dst, nr, o);
+    if (valid) dot_rows(row_off, act, nr, acc);
+    reduce_store(acc, dst, nr, o, valid);
   }
 #else
   const uint r0 = gl_WorkGroupID.y * TILE;
@@ -334,7 +340,7 @@ void main() {
     dst[r] = act[r];
     acc[r] = 0.0;
   }
-  dot_rows(p.w_base + o * p.w_stride, act, nr, acc);
-  reduce_store(acc, dst, nr, o);
+  if (valid) dot_rows(p.w_base + o * p.w_stride, act, nr, acc);
+  reduce_store(acc, dst, nr, o, valid);
 #endif
 }
