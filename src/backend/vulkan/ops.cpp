@@ -277,10 +277,11 @@ namespace {
 // all, silently: a long run of the delta rule at d = 128 would stop part way. On a CPU-type device
 // the step and the scan are therefore split into dispatches whose invocations stay under a budget
 // (the state carries through the buffer between them, so the split changes no bit). Upper bounds
-// of one invocation's loop iterations per token (step) and per chunk of 64 (scan), from the shaders'
-// loops with 64 invocations.
+// of one invocation's loop iterations per token (step: its four loops over MAXC = 16 values and two
+// sums of 16 partials; any d) and per chunk of 64 (scan), from the shaders' loops with 64 invocations.
 constexpr int64_t kCpuLoopBudget = 50000;
-int64_t step_iterations_per_token(int64_t d) { return (d + 63) / 64 * (3 * d + 3) + 2; }
+constexpr int64_t kGdnStepRowsPerGroup = 4;  // gdn_step.comp RPW: state rows per workgroup
+int64_t step_iterations_per_token() { return 4 * 16 + 2 * 16 + 1; }
 int64_t scan_iterations_per_chunk(int64_t d) {
   const int64_t L = kGdnScanChunk, VB = kGdnScanRows, WG = 64;
   return 2 * ((d + 7) / 8 * (L * 8 / WG + 8 + L * 9) + 2 * L)  // A and B, in slices of 8 dims
@@ -290,7 +291,7 @@ int64_t scan_iterations_per_chunk(int64_t d) {
          + (VB * d / WG) * (L + 1);       // the state update
 }
 
-// gdn_step, gdn_step_reverse (a workgroup per value head) or gdn_scan (blocks of kGdnScanRows value
+// gdn_step, gdn_step_reverse (workgroups of 4 state rows x value heads) or gdn_scan (blocks of kGdnScanRows value
 // rows x value heads) over tokens first .. first + s.tokens - 1 of the bound rows.
 void record_gdn(const char* shader, CommandList& cl, Device& dev, const GdnShape& s, int64_t first, float scale,
                 BufferRange conv, BufferRange alpha, BufferRange beta, BufferRange params, BufferRange state, BufferRange o) {
@@ -301,11 +302,12 @@ void record_gdn(const char* shader, CommandList& cl, Device& dev, const GdnShape
   const bool scan = std::strcmp(shader, "gdn_scan") == 0, reverse = std::strcmp(shader, "gdn_step_reverse") == 0;
   const Pipeline& p = dev.pipelines().get(shader, 6, sizeof(GdnPush));
   // Tokens per dispatch: all of them, but on a CPU-type device (above). The reverse path starts
-  // from zero in every dispatch, so it is never split (a denoising block is short).
+  // from zero in every dispatch, so it is never split (a denoising block of up to ~500 tokens
+  // stays under the budget).
   int64_t per = s.tokens;
   if (dev.info().is_cpu() && !reverse)
     per = scan ? std::max<int64_t>(1, kCpuLoopBudget / scan_iterations_per_chunk(s.d)) * kGdnScanChunk
-               : std::max<int64_t>(1, kCpuLoopBudget / step_iterations_per_token(s.d));
+               : std::max<int64_t>(1, kCpuLoopBudget / step_iterations_per_token());
   for (int64_t t0 = 0; t0 < s.tokens; t0 += per) {
     const int64_t n = std::min(per, s.tokens - t0);
     const GdnPush push{u32(s.d, "d"), u32(s.n_k_heads, "n_k_heads"), u32(s.n_v_heads, "n_v_heads"), u32(n, "tokens"),
@@ -315,7 +317,8 @@ void record_gdn(const char* shader, CommandList& cl, Device& dev, const GdnShape
       cl.dispatch(p, {conv, alpha, beta, params, state, o}, push, groups(s.d, kGdnScanRows, shader),
                   groups(s.n_v_heads, 1, shader));
     else
-      cl.dispatch(p, {conv, alpha, beta, params, state, o}, push, groups(s.n_v_heads, 1, shader));
+      cl.dispatch(p, {conv, alpha, beta, params, state, o}, push, groups(s.d, kGdnStepRowsPerGroup, shader),
+                  groups(s.n_v_heads, 1, shader));
   }
 }
 
