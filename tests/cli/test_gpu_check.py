@@ -39,7 +39,8 @@ class GpuCheck(unittest.TestCase):
                                     r"[0-9.]+ t/s.*denoising pass [0-9.]+ ms = [0-9.]+ AR steps")
             self.assertIn("mat-vec Q4_0 4096 x 2048", table)
             for what in ("decode", "prefill", "diffusion"):  # GPU time by shader (CLOVER_VK_PROFILE)
-                self.assertRegex(table, rf"profile {what} \| [1-9]\d* submissions, [1-9]\d* ops, [0-9.]+ ms of GPU time")
+                self.assertRegex(table, rf"profile {what} \| [1-9]\d* submissions, [1-9]\d* ops, [1-9]\d* barriers needed "
+                                        rf"\(one after every op while profiling\), [0-9.]+ ms of GPU time")
                 self.assertIn(f"## GPU time by shader: {what}", table)
             self.assertRegex(table, r"matmul_q4_0(_experts)? \[")
             for n in (0, 8, 32):  # prefill with experts in RAM, computed by the CPU or streamed

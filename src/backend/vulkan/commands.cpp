@@ -5,6 +5,8 @@
 #include "backend/vulkan/profile.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace clover::vulkan {
@@ -29,6 +31,8 @@ CommandList::CommandList(Device& dev, uint32_t sets_per_pool) : dev_(dev), sets_
     qi.queryCount = kMaxStamps;
     vk_check(f.vkCreateQueryPool(dev_.handle(), &qi, nullptr, &queries_), "vkCreateQueryPool");
   }
+  const char* every = std::getenv("CLOVER_VK_BARRIER_EVERY_DISPATCH");
+  barrier_every_ = queries_ != VK_NULL_HANDLE || (every && *every && std::strcmp(every, "0") != 0);
 }
 
 CommandList::~CommandList() {
@@ -64,6 +68,9 @@ void CommandList::begin() {
   if (recording_) f.vkEndCommandBuffer(cb_);
   for (VkDescriptorPool pool : pools_) vk_check(f.vkResetDescriptorPool(dev_.handle(), pool, 0), "vkResetDescriptorPool");
   n_sets_ = 0;
+  n_barriers_ = n_needed_ = 0;
+  reads_.clear();
+  writes_.clear();
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   vk_check(f.vkBeginCommandBuffer(cb_, &bi), "vkBeginCommandBuffer");
   labels_.clear();
@@ -125,19 +132,56 @@ void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange>
   }
   f.vkUpdateDescriptorSets(dev_.handle(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
 
+  // A barrier first where this dispatch depends on an op since the last one (commands.h). The
+  // tracking also runs when every dispatch gets a barrier, to count the ones it would keep.
+  if (!skip_barriers_) {
+    bool hazard = false;
+    for (size_t i = 0; i < infos.size() && !hazard; ++i) {
+      const Span s{infos[i].buffer, infos[i].offset, infos[i].offset + infos[i].range};
+      hazard = overlaps(writes_, s) || ((p.written >> i & 1u) && overlaps(reads_, s));
+    }
+    if (hazard) {
+      if (barrier_every_) forget_pending();
+      else barrier();
+    }
+    for (size_t i = 0; i < infos.size(); ++i)
+      ((p.written >> i & 1u) ? writes_ : reads_).push_back({infos[i].buffer, infos[i].offset, infos[i].offset + infos[i].range});
+  }
   f.vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   f.vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (push_bytes) f.vkCmdPushConstants(cb_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   f.vkCmdDispatch(cb_, gx, gy, gz);
-
-  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                     VK_ACCESS_HOST_READ_BIT;
-  f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
-                         0, 1, &mb, 0, nullptr, 0, nullptr);
+  if (barrier_every_) emit_barrier();
   if (queries_) stamp(fmt::format("{} [{},{},{}]", p.name, gx, gy, gz), uint64_t{gx} * gy * gz);
+}
+
+void CommandList::barrier() {
+  emit_barrier();
+  forget_pending();
+}
+
+void CommandList::forget_pending() {
+  ++n_needed_;
+  reads_.clear();
+  writes_.clear();
+}
+
+void CommandList::emit_barrier() {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+  dev_.fn().vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                                     VK_PIPELINE_STAGE_HOST_BIT,
+                                 0, 1, &mb, 0, nullptr, 0, nullptr);
+  ++n_barriers_;
+}
+
+bool CommandList::overlaps(const std::vector<Span>& spans, const Span& s) {
+  for (const Span& o : spans)
+    if (o.buffer == s.buffer && o.lo < s.hi && s.lo < o.hi) return true;
+  return false;
 }
 
 void CommandList::stamp(std::string label, uint64_t workgroups) {
@@ -162,7 +206,7 @@ void CommandList::collect_profile() {
   GpuProfile& prof = GpuProfile::get();
   for (uint32_t i = 0; i + 1 < n; ++i)
     prof.add(labels_[i], static_cast<double>((ts[i + 1] - ts[i]) & mask) * period, workgroups_[i]);
-  prof.add_submission(n - 1, static_cast<double>((ts[n - 1] - ts[0]) & mask) * period);
+  prof.add_submission(n - 1, n_needed_, static_cast<double>((ts[n - 1] - ts[0]) & mask) * period);
 }
 
 void CommandList::copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, uint64_t dst_offset, uint64_t bytes) {
@@ -179,27 +223,19 @@ void CommandList::copy(const Buffer& src, const Buffer& dst, std::span<const VkB
                                     r.dstOffset, dst.size()));
   const DeviceFns& f = dev_.fn();
   std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
-  // Earlier work that reads or writes either buffer finishes first (the dispatch barrier orders
-  // compute -> transfer; an earlier copy needs its own).
-  VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  before.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-  before.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, nullptr, 0, nullptr);
+  // Copies are rare (snapshots, staging): a full barrier on each side, not tracked.
+  barrier();
   f.vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), static_cast<uint32_t>(regions.size()), regions.data());
-  VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-  after.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                        VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
-  f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
-                         0, 1, &after, 0, nullptr, 0, nullptr);
+  barrier();
   if (queries_) stamp("copy", 0);
 }
 
 void CommandList::end() {
   if (!recording_) throw VulkanError("CommandList::end without begin");
   std::lock_guard<std::recursive_mutex> lock(dev_.pool_mutex());
+  // What the list wrote becomes visible to the host and to later submissions (whose ops are
+  // in this barrier's second scope: it orders them after everything recorded here).
+  if (!skip_barriers_) barrier();
   vk_check(dev_.fn().vkEndCommandBuffer(cb_), "vkEndCommandBuffer");
   recording_ = false;
   recorded_ = true;

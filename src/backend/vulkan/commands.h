@@ -27,7 +27,13 @@ class CommandList {
   void begin();
   // One dispatch of gx x gy x gz workgroups. The ranges bind to bindings 0..n-1 in order; each
   // must fit the device's binding limit and start at a multiple of its offset alignment.
-  // Every dispatch is followed by a barrier: the next one sees what it wrote (ops are dependent).
+  // Ordering: a dispatch sees everything earlier ops wrote, and writes nothing they still read.
+  // A barrier goes in before a dispatch only when it has a hazard with an op since the last
+  // barrier: it reads or writes a byte range one of them wrote, or writes a range one of them
+  // read (the pipeline's `written` bindings, from its SPIR-V's readonly decorations; ranges of
+  // the same buffer overlap by bytes). Independent dispatches (the projections of one input, say)
+  // thus run without a full barrier between them. CLOVER_VK_BARRIER_EVERY_DISPATCH=1, and
+  // CLOVER_VK_PROFILE (so each op's time is its own), put a barrier after every dispatch instead.
   void dispatch(const Pipeline& p, std::initializer_list<BufferRange> buffers, const void* push, uint32_t push_bytes,
                 uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
   template <class Push>
@@ -47,10 +53,27 @@ class CommandList {
   uint64_t submit();
   void run();
   uint32_t dispatches() const { return n_sets_; }
+  uint32_t barriers() const { return n_barriers_; }  // pipeline barriers in the recording
+  // The barriers the hazard tracking keeps (= barriers() unless one follows every dispatch).
+  uint32_t barriers_needed() const { return n_needed_; }
+  // Tests only: no barrier between dispatches at all (to show the synchronization validation
+  // layer catches the hazards that the tracking prevents).
+  void skip_barriers_for_test(bool skip) { skip_barriers_ = skip; }
   bool recorded() const { return recorded_; }
 
  private:
   VkDescriptorPool add_pool();
+  // A full memory barrier: earlier shader and transfer writes, visible to later shaders,
+  // transfers and the host (emit_barrier), and the ops pending since the last one forgotten
+  // (forget_pending, which counts a needed barrier).
+  void barrier();
+  void emit_barrier();
+  void forget_pending();
+  struct Span {
+    VkBuffer buffer;
+    uint64_t lo, hi;  // bytes [lo, hi)
+  };
+  static bool overlaps(const std::vector<Span>& spans, const Span& s);
   // CLOVER_VK_PROFILE (profile.h): a timestamp after each op, read back after the list's
   // submission completes.
   void stamp(std::string label, uint64_t workgroups);
@@ -62,7 +85,9 @@ class CommandList {
   bool unread_ = false;              // a profiled submission whose timestamps are not read yet
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> pools_;
-  uint32_t sets_per_pool_ = 0, n_sets_ = 0;
+  uint32_t sets_per_pool_ = 0, n_sets_ = 0, n_barriers_ = 0, n_needed_ = 0;
+  std::vector<Span> reads_, writes_;  // of the dispatches since the last barrier
+  bool barrier_every_ = false, skip_barriers_ = false;
   uint64_t last_submit_ = 0;
   bool recording_ = false, recorded_ = false;
 };

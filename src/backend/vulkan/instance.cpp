@@ -50,11 +50,12 @@ bool has_layer(const VulkanFns& f, const char* name) {
   return false;
 }
 
-bool has_instance_extension(const VulkanFns& f, const char* name) {
+// An instance extension of the implementation, or of `layer` when given.
+bool has_instance_extension(const VulkanFns& f, const char* name, const char* layer = nullptr) {
   uint32_t n = 0;
-  if (f.vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr) != VK_SUCCESS) return false;
+  if (f.vkEnumerateInstanceExtensionProperties(layer, &n, nullptr) != VK_SUCCESS) return false;
   std::vector<VkExtensionProperties> ext(n);
-  f.vkEnumerateInstanceExtensionProperties(nullptr, &n, ext.data());
+  f.vkEnumerateInstanceExtensionProperties(layer, &n, ext.data());
   for (const auto& e : ext)
     if (std::strcmp(e.extensionName, name) == 0) return true;
   return false;
@@ -122,6 +123,12 @@ std::unique_ptr<Instance> Instance::create(const InstanceOptions& opt, std::stri
     layers.push_back(kValidationLayer);
     extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
   }
+  // Synchronization validation too (the layer's hazard tracker: a missing barrier between a
+  // write and a read of the same bytes is a message), unless CLOVER_VK_SYNC_VALIDATION=0.
+  const char* sync_env = std::getenv("CLOVER_VK_SYNC_VALIDATION");
+  const bool want_sync = want_validation && !(sync_env && std::strcmp(sync_env, "0") == 0) &&
+                         has_instance_extension(f, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME, kValidationLayer);
+  if (want_sync) extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
 
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "clover";
@@ -145,6 +152,14 @@ std::unique_ptr<Instance> Instance::create(const InstanceOptions& opt, std::stri
   ci.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
   ci.ppEnabledExtensionNames = extensions.data();
   if (want_validation) ci.pNext = &dbg;  // also catches messages of vkCreateInstance itself
+  const VkValidationFeatureEnableEXT sync_feature = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = &sync_feature;
+  if (want_sync) {
+    features.pNext = &dbg;
+    ci.pNext = &features;
+  }
   const std::vector<std::string> before = loaded_libraries();
   const VkResult r = f.vkCreateInstance(&ci, nullptr, &inst->instance_);
   keep_loaded_since(before);  // the drivers (and layers) just loaded stay: loader.h says why
@@ -161,6 +176,7 @@ std::unique_ptr<Instance> Instance::create(const InstanceOptions& opt, std::stri
     vk_check(f.vkCreateDebugUtilsMessengerEXT(inst->instance_, &dbg, nullptr, &inst->messenger_),
              "vkCreateDebugUtilsMessengerEXT");
     inst->validation_ = true;
+    inst->sync_validation_ = want_sync;
   }
   inst->enumerate();
   return inst;

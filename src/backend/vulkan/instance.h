@@ -87,6 +87,8 @@ class Instance {
   int resolve(const std::string& request) const;
 
   bool validation() const { return validation_; }
+  // The layer's synchronization validation is on too (CLOVER_VK_SYNC_VALIDATION=0 turns it off).
+  bool sync_validation() const { return sync_validation_; }
   // Messages the validation layer has sent since the instance was created.
   uint64_t validation_messages() const { return messages_.load(); }
   // True once the layer has greeted the instance (its status message at creation).
@@ -106,7 +108,7 @@ class Instance {
   VulkanFns fns_;
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
-  bool validation_ = false;
+  bool validation_ = false, sync_validation_ = false;
   std::atomic<uint64_t> messages_{0};
   std::atomic<bool> layer_active_{false};
   std::vector<VkPhysicalDevice> physical_;

@@ -2,11 +2,60 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <set>
 #include <vector>
 
 #include "backend/vulkan/device.h"
 
 namespace clover::vulkan {
+
+uint32_t spirv_written_bindings(const uint32_t* words, size_t n_words) {
+  constexpr uint32_t kMagic = 0x07230203;
+  constexpr uint32_t kOpTypeStruct = 30, kOpTypePointer = 32, kOpVariable = 59, kOpDecorate = 71, kOpMemberDecorate = 72;
+  constexpr uint32_t kNonWritable = 24, kBinding = 33, kDescriptorSet = 34;
+  if (n_words < 5 || words[0] != kMagic) throw VulkanError("spirv_written_bindings: not a SPIR-V module");
+  std::map<uint32_t, uint32_t> binding, set, pointee, members, var_type;  // by result id
+  std::set<uint32_t> nonwritable;                                // variables decorated NonWritable
+  std::map<uint32_t, std::set<uint32_t>> nonwritable_members;    // struct -> members decorated NonWritable
+  std::vector<uint32_t> variables;
+  for (size_t i = 5; i < n_words;) {
+    const uint32_t op = words[i] & 0xffff, len = words[i] >> 16;
+    if (len == 0 || i + len > n_words) throw VulkanError("spirv_written_bindings: truncated instruction");
+    const uint32_t* w = &words[i];
+    if (op == kOpDecorate && len >= 3) {
+      if (w[2] == kBinding && len >= 4) binding[w[1]] = w[3];
+      if (w[2] == kDescriptorSet && len >= 4) set[w[1]] = w[3];
+      if (w[2] == kNonWritable) nonwritable.insert(w[1]);
+    } else if (op == kOpMemberDecorate && len >= 4 && w[3] == kNonWritable) {
+      nonwritable_members[w[1]].insert(w[2]);
+    } else if (op == kOpTypeStruct && len >= 2) {
+      members[w[1]] = len - 2;
+    } else if (op == kOpTypePointer && len >= 4) {
+      pointee[w[1]] = w[3];
+    } else if (op == kOpVariable && len >= 4) {
+      var_type[w[2]] = w[1];  // a pointer type
+      variables.push_back(w[2]);
+    }
+    i += len;
+  }
+  uint32_t written = ~0u;
+  for (uint32_t var : variables) {
+    auto b = binding.find(var);
+    if (b == binding.end() || b->second >= 32) continue;
+    if (auto s = set.find(var); s != set.end() && s->second != 0) continue;
+    bool readonly = nonwritable.count(var) > 0;
+    if (!readonly) {
+      auto ptr = pointee.find(var_type[var]);
+      const uint32_t type = ptr == pointee.end() ? 0 : ptr->second;
+      auto m = members.find(type);
+      auto nw = nonwritable_members.find(type);
+      readonly = m != members.end() && m->second > 0 && nw != nonwritable_members.end() && nw->second.size() == m->second;
+    }
+    if (readonly) written &= ~(1u << b->second);
+  }
+  return written;
+}
 
 PipelineCache::~PipelineCache() {
   const DeviceFns& f = dev_.fn();
@@ -36,6 +85,7 @@ const Pipeline& PipelineCache::get(std::string_view name, uint32_t n_buffers, ui
   p->name = std::string(name);
   p->n_buffers = n_buffers;
   p->push_bytes = push_bytes;
+  p->written = spirv_written_bindings(blob->words, blob->n_words);
 
   std::vector<VkDescriptorSetLayoutBinding> bindings(n_buffers);
   for (uint32_t i = 0; i < n_buffers; ++i) {

@@ -25,10 +25,17 @@ const ShaderBlob* find_shader(std::string_view name);
 // Every embedded shader (for the test that creates each pipeline once under validation).
 const ShaderBlob* all_shaders(size_t& count);
 
+// The storage-buffer bindings of set 0 a SPIR-V module may write: bit b set unless binding b is
+// decorated NonWritable (GLSL `readonly`), on its variable or on every member of its block. A
+// binding the module does not declare counts as written (nothing is assumed of it). Throws
+// VulkanError for words that are not a SPIR-V module.
+uint32_t spirv_written_bindings(const uint32_t* words, size_t n_words);
+
 struct Pipeline {
   std::string name;
   uint32_t n_buffers = 0;
   uint32_t push_bytes = 0;
+  uint32_t written = ~0u;  // spirv_written_bindings: what a dispatch of it may write (CommandList's hazards)
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkPipeline pipeline = VK_NULL_HANDLE;

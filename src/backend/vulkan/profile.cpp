@@ -34,17 +34,18 @@ void GpuProfile::add(const std::string& label, double ns, uint64_t workgroups) {
   workgroups_total_ += workgroups;
 }
 
-void GpuProfile::add_submission(uint32_t ops, double ns) {
+void GpuProfile::add_submission(uint32_t ops, uint32_t barriers_needed, double ns) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++submissions_;
   ops_total_ += ops;
+  barriers_total_ += barriers_needed;
   ns_total_ += ns;
 }
 
 void GpuProfile::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   ops_.clear();
-  submissions_ = ops_total_ = workgroups_total_ = 0;
+  submissions_ = ops_total_ = workgroups_total_ = barriers_total_ = 0;
   ns_total_ = 0;
 }
 
@@ -65,9 +66,10 @@ std::string GpuProfile::report() const {
   std::sort(shaders.begin(), shaders.end(), by_time);
   const double total = ns_total_ > 0 ? ns_total_ : 1;
   std::string out = fmt::format(
-      "vulkan profile (CLOVER_VK_PROFILE): {} submissions, {} ops, {:.3f} ms of GPU time from each submission's first "
-      "timestamp to its last ({:.1f} us per submission), {} workgroups\n",
-      submissions_, ops_total_, ns_total_ / 1e6, ns_total_ / 1e3 / static_cast<double>(submissions_ ? submissions_ : 1),
+      "vulkan profile (CLOVER_VK_PROFILE): {} submissions, {} ops, {} barriers needed (one after every op while "
+      "profiling), {:.3f} ms of GPU time from each submission's first timestamp to its last ({:.1f} us per "
+      "submission), {} workgroups\n",
+      submissions_, ops_total_, barriers_total_, ns_total_ / 1e6, ns_total_ / 1e3 / static_cast<double>(submissions_ ? submissions_ : 1),
       workgroups_total_);
   const auto table = [&](const char* title, const std::vector<Row>& r, size_t limit) {
     out += fmt::format("{}\n  {:>6} {:>10} {:>8} {:>9} {:>9}  {}\n", title, "share", "ms", "calls", "us/call", "wg/call",

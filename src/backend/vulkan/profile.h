@@ -21,8 +21,10 @@ class GpuProfile {
   // One op's span of `ns` under `label` ("matmul_q4_0 [16,2048,1]") and the workgroups it launched
   // (the same on every device: a count to compare on lavapipe).
   void add(const std::string& label, double ns, uint64_t workgroups);
-  // One submission of a list: its dispatches and the time from its first timestamp to its last.
-  void add_submission(uint32_t ops, double ns);
+  // One submission of a list: its dispatches, the barriers its hazard tracking keeps (a profiled
+  // list puts one after every op, so each op's span is its own), and the time from its first
+  // timestamp to its last.
+  void add_submission(uint32_t ops, uint32_t barriers_needed, double ns);
   // The table: ops by total time, then the same by shader (labels without their grid).
   std::string report() const;
   void clear();
@@ -34,7 +36,7 @@ class GpuProfile {
   };
   mutable std::mutex mutex_;
   std::map<std::string, Sum> ops_;
-  uint64_t submissions_ = 0, ops_total_ = 0, workgroups_total_ = 0;
+  uint64_t submissions_ = 0, ops_total_ = 0, workgroups_total_ = 0, barriers_total_ = 0;
   double ns_total_ = 0;
 };
 

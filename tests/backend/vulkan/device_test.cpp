@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "backend/vulkan/loader.h"
+#include "backend/vulkan/pipeline.h"
 #include "backend/vulkan/ops.h"
 #include "backend/vulkan/profile.h"
 #include "backend/vulkan/vk_test_util.h"
@@ -180,7 +181,8 @@ TEST_F(DeviceTest, ProfiledListsTimeEachDispatchByShaderAndGrid) {
   }
   const std::string r = prof.report();
   std::printf("%s", r.c_str());
-  EXPECT_NE(r.find("4 submissions, 8 ops"), std::string::npos) << r;
+  // Each list: the argmax reads what the matmul wrote, and the closing barrier.
+  EXPECT_NE(r.find("4 submissions, 8 ops, 8 barriers needed"), std::string::npos) << r;
   // Workgroups: the matmul's 256 rows (4 a workgroup: 64) and argmax's one, 4 times each.
   EXPECT_NE(r.find("260 workgroups"), std::string::npos) << r;
   // Each op 4 times, under its shader name and grid; the by-shader table has both shaders.
@@ -214,6 +216,111 @@ TEST(VulkanLoader, DriversStayLoadedAfterTheInstanceGoes) {
 
 // A submission that outlasts the note interval is waited for to the end (a slow device is not a
 // failure: giving up would free buffers the work still writes), with a line saying so.
+// The bindings a shader may write, from its SPIR-V's readonly decorations (pipeline.h): what
+// CommandList's hazard tracking trusts.
+TEST(VulkanPipeline, ReflectionFindsTheWrittenBindings) {
+  auto written = [](const char* name, uint32_t n) {
+    const ShaderBlob* b = find_shader(name);
+    EXPECT_NE(b, nullptr) << name;
+    return b ? spirv_written_bindings(b->words, b->n_words) & ((1u << n) - 1) : 0u;
+  };
+  EXPECT_EQ(written("matmul_q4_0", 4), 0b1000u);         // weights, acts, scales read; y written
+  EXPECT_EQ(written("gdn_step", 6), 0b110000u);          // the state and the output
+  // The reverse path never touches its scratch binding (R lives in registers): the compiler drops
+  // the variable, and a binding the module does not declare counts as written.
+  EXPECT_EQ(written("gdn_step_reverse", 6), 0b110000u);
+  EXPECT_EQ(written("elementwise", 2), 0b10u);
+  // Every embedded shader writes something, and only bindings it has.
+  size_t n = 0;
+  const ShaderBlob* all = all_shaders(n);
+  for (size_t i = 0; i < n; ++i) EXPECT_NE(spirv_written_bindings(all[i].words, all[i].n_words), 0u) << all[i].name;
+  const uint32_t junk[6] = {1, 2, 3, 4, 5, 6};
+  EXPECT_THROW(spirv_written_bindings(junk, 6), VulkanError);
+  const uint32_t truncated[6] = {0x07230203, 0x10000, 0, 8, 0, (9u << 16) | 71u};  // a 9-word instruction in 1
+  EXPECT_THROW(spirv_written_bindings(truncated, 6), VulkanError);
+}
+
+namespace {
+// Four dependent and independent elementwise ops on a, b (128 floats each) from src:
+// a = src; b = src (independent of the first); a += b (reads what both wrote); b = src (writes
+// what the third reads). Then two writes to the two halves of c, and c += src over all of it.
+void record_hazard_case(CommandList& cl, Device& dev, const Buffer& src, const Buffer& a, const Buffer& b,
+                        const Buffer& c) {
+  const ElementwiseShape all{128, 1, 128, 128};
+  const ElementwiseShape half{64, 1, 64, 64};
+  cl.begin();
+  record_elementwise(cl, dev, Elementwise::Copy, all, whole(src), whole(a));
+  record_elementwise(cl, dev, Elementwise::Copy, all, whole(src), whole(b));
+  record_elementwise(cl, dev, Elementwise::Add, all, whole(b), whole(a));
+  record_elementwise(cl, dev, Elementwise::Copy, all, whole(src), whole(b));
+  record_elementwise(cl, dev, Elementwise::Copy, half, {&src, 0, 256}, {&c, 0, 256});
+  record_elementwise(cl, dev, Elementwise::Copy, half, {&src, 256, 256}, {&c, 256, 256});
+  record_elementwise(cl, dev, Elementwise::Add, all, whole(src), whole(c));
+  cl.end();
+}
+}  // namespace
+
+// A barrier only where a dispatch depends on one since the last barrier (commands.h): 7
+// dispatches, barriers before the third (read after write), the fourth (write after read) and
+// the seventh (its range covers both halves written), and the list's closing one. The plain
+// twin (CLOVER_VK_BARRIER_EVERY_DISPATCH=1) puts one after each; both give the same values.
+TEST_F(DeviceTest, BarriersGoOnlyWhereADispatchDependsOnAnEarlierOne) {
+  const std::vector<float> xs = random_floats(128, 9);
+  Buffer src = to_device(dev(), xs);
+  for (bool every : {false, true}) {
+    if (every) ::setenv("CLOVER_VK_BARRIER_EVERY_DISPATCH", "1", 1);
+    CommandList cl(dev());
+    ::unsetenv("CLOVER_VK_BARRIER_EVERY_DISPATCH");
+    Buffer a = dev().create_buffer(512, MemoryPurpose::Scratch), b = dev().create_buffer(512, MemoryPurpose::Scratch);
+    Buffer c = dev().create_buffer(512, MemoryPurpose::Scratch);
+    record_hazard_case(cl, dev(), src, a, b, c);
+    EXPECT_EQ(cl.dispatches(), 7u);
+    EXPECT_EQ(cl.barriers(), every ? 8u : 4u);
+    EXPECT_EQ(cl.barriers_needed(), 4u);
+    cl.run();
+    const std::vector<float> av = from_device<float>(dev(), a, 128), bv = from_device<float>(dev(), b, 128);
+    const std::vector<float> cv = from_device<float>(dev(), c, 128);
+    for (int i = 0; i < 128; ++i) {
+      EXPECT_EQ(av[i], xs[i] + xs[i]);
+      EXPECT_EQ(bv[i], xs[i]);
+      EXPECT_EQ(cv[i], xs[i] + xs[i]);
+    }
+  }
+}
+
+// The synchronization validation the cases run under (instance.h) is live: the same list with
+// no barriers at all is reported as a hazard; with the tracked barriers it is silent.
+TEST_F(DeviceTest, SyncValidationReportsAMissingBarrier) {
+  if (!test_validation()) GTEST_SKIP() << "CLOVER_VK_TEST_NO_VALIDATION=1";
+  std::string error;
+  InstanceOptions opt;
+  opt.validate = true;
+  std::unique_ptr<Instance> other = Instance::create(opt, error);
+  ASSERT_TRUE(other) << error;
+  if (!other->sync_validation()) GTEST_SKIP() << "the validation layer offers no VK_EXT_validation_features";
+  Device d(*other, 0);
+  const std::vector<float> xs = random_floats(128, 10);
+  Buffer src = to_device(d, xs);
+  Buffer a = d.create_buffer(512, MemoryPurpose::Scratch), b = d.create_buffer(512, MemoryPurpose::Scratch);
+  Buffer c = d.create_buffer(512, MemoryPurpose::Scratch);
+  {
+    CommandList tracked(d);
+    record_hazard_case(tracked, d, src, a, b, c);
+    tracked.run();
+  }
+  ASSERT_EQ(other->validation_messages(), 0u);
+  ::testing::internal::CaptureStderr();  // the layer's text for the deliberate hazards is expected
+  {
+    CommandList bare(d);
+    bare.skip_barriers_for_test(true);
+    record_hazard_case(bare, d, src, a, b, c);
+    bare.run();
+  }
+  const std::string text = ::testing::internal::GetCapturedStderr();
+  EXPECT_GE(other->validation_messages(), 1u);
+  EXPECT_NE(text.find("SYNC-HAZARD"), std::string::npos) << text;
+}
+
 TEST_F(DeviceTest, WaitOutlastsTheNoteIntervalAndSaysSo) {
   const int64_t rows = 4096, cols = 2048;
   HostMatrix w = random_matrix(DType::F32, rows, cols, 3, 1.0f);
