@@ -119,11 +119,14 @@ uint64_t vulkan_compute_bytes(const model::HParams& hp, std::span<const TensorSi
     kinds[dtype_is_kquant(t.type) ? 2 : (t.type == DType::Q4_1 || t.type == DType::Q5_1) ? 1 : 0] = true;
   }
   const int n_kinds = kinds[0] + kinds[1] + kinds[2];
-  std::vector<int64_t> widths{hp.n_embd, hp.n_ff_exp, hp.n_ff_shexp};
+  // The shared expert's down input has a buffer of its own (slot 1 of its width), so it is
+  // counted apart from the deduplicated widths of the other inputs.
+  std::vector<int64_t> widths{hp.n_embd, hp.n_ff_exp};
   if (hp.n_gdn_layers() > 0) widths.push_back(hp.gdn_v_dim());
   if (hp.n_attn_layers() > 0) widths.push_back(static_cast<int64_t>(hp.n_head) * hp.head_dim);
   std::sort(widths.begin(), widths.end());
   widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
+  widths.push_back(hp.n_ff_shexp);
   for (int64_t w : widths) bytes += static_cast<uint64_t>(n_kinds) * B * k * static_cast<uint64_t>(w) * 5 / 4;
   return bytes + floats * sizeof(float);
 }

@@ -196,6 +196,16 @@ void record_rms_norm(CommandList& cl, Device& dev, const NormShape& s, NormMode 
   cl.dispatch(p, {x, w, z, y}, push, groups(s.tokens * s.heads, 1, "rms_norm"));
 }
 
+void record_add_rms_norm(CommandList& cl, Device& dev, const NormShape& s, float eps, BufferRange x, BufferRange r,
+                         BufferRange w, BufferRange y) {
+  if (s.n < 1 || s.tokens < 1 || s.heads != 1) throw VulkanError("add_rms_norm: empty shape or more than one head a row");
+  const Pipeline& p = dev.pipelines().get("rms_norm_add", 4, sizeof(NormPush));
+  const NormPush push{u32(s.n, "n"),         u32(s.heads, "heads"),   u32(s.x_row, "x_row"), u32(s.x_head, "x_head"),
+                      u32(s.y_row, "y_row"), u32(s.y_head, "y_head"), eps,                   1.0f,
+                      static_cast<uint32_t>(NormMode::Weighted)};
+  cl.dispatch(p, {x, w, r, y}, push, groups(s.tokens, 1, "rms_norm_add"));
+}
+
 void record_rope_neox(CommandList& cl, Device& dev, const RopeShape& s, BufferRange x, BufferRange table) {
   if (s.n_rot < 2 || s.n_rot % 2) throw VulkanError(fmt::format("rope: n_rot {} must be even and positive", s.n_rot));
   const Pipeline& p = dev.pipelines().get("rope_neox", 2, sizeof(RopePush));

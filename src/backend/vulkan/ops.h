@@ -91,6 +91,11 @@ struct NormShape {
 };
 void record_rms_norm(CommandList& cl, Device& dev, const NormShape& s, NormMode mode, float eps, float post, BufferRange x,
                      BufferRange w, BufferRange z, BufferRange y);
+// rms_norm.comp ADD (twin: record_elementwise Add, then record_rms_norm Weighted): the residual
+// add and the norm after it in one dispatch, x += r (r at x's strides), y = rms_norm(x) * w;
+// bitwise the two dispatches. One head a row.
+void record_add_rms_norm(CommandList& cl, Device& dev, const NormShape& s, float eps, BufferRange x, BufferRange r,
+                         BufferRange w, BufferRange y);
 
 // rope_neox.comp (twin: model::ops::rope_neox), in place on x; table from rope_table.h.
 struct RopeShape {

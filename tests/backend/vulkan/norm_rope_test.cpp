@@ -84,6 +84,45 @@ TEST_F(NormRopeTest, GatedNormMatchesTheGdnOutputNorm) {
 
 // Positions up to 131,000 (long context: large angles), partial rotation (n_rot < head_dim),
 // heads inside a wider row.
+// The fused residual add and norm (rms_norm_add) against its twin, the add (elementwise.comp) and
+// the norm as two dispatches: the residual stream and the normed rows bitwise equal, on rows of
+// 1000 values inside a wider stride.
+TEST_F(NormRopeTest, AddThenNormInOneDispatchIsBitwiseTheTwoOps) {
+  const int64_t T = 5, n = 1000, row = 1037;
+  const std::vector<float> x = random_floats(static_cast<size_t>(T * row), 21, -2.0f, 2.0f);
+  const std::vector<float> r = random_floats(static_cast<size_t>(T * row), 22, -2.0f, 2.0f);
+  const std::vector<float> w = random_floats(n, 23, 0.5f, 1.5f);
+  std::vector<float> xs[2], ys[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    Buffer xb = to_device(dev(), x), rb = to_device(dev(), r), wb = to_device(dev(), w);
+    Buffer yb = to_device(dev(), std::vector<float>(x.size(), 0.0f));
+    const NormShape shape{n, T, 1, row, 0, row, 0};
+    CommandList cl(dev());
+    cl.begin();
+    if (fused) {
+      record_add_rms_norm(cl, dev(), shape, kEps, whole(xb), whole(rb), whole(wb), whole(yb));
+    } else {
+      record_elementwise(cl, dev(), Elementwise::Add, ElementwiseShape{n, T, row, row}, whole(rb), whole(xb));
+      record_rms_norm(cl, dev(), shape, NormMode::Weighted, kEps, 1.0f, whole(xb), whole(wb), whole(wb), whole(yb));
+    }
+    cl.end();
+    cl.run();
+    xs[fused] = from_device<float>(dev(), xb, x.size());
+    ys[fused] = from_device<float>(dev(), yb, x.size());
+  }
+  EXPECT_EQ(xs[0], xs[1]);
+  EXPECT_EQ(ys[0], ys[1]);
+  // And against the CPU: x + r, then ops::rms_norm.
+  std::vector<float> sum = x, ref(x.size(), 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < n; ++i) sum[t * row + i] += r[t * row + i];
+    model::ops::rms_norm(&sum[t * row], w.data(), &ref[t * row], n, kEps);
+  }
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(xs[1][t * row + i], sum[t * row + i]) << t << " " << i;
+  EXPECT_LE(nmse(ys[1].data(), ref.data(), ref.size()), 1e-7);
+}
+
 TEST_F(NormRopeTest, RopeNeoxMatchesOps) {
   const int64_t tokens = 6, heads = 3, hd = 80, n_rot = 64, row = heads * 2 * hd, head = 2 * hd;
   const float base = 1e7f;

@@ -307,15 +307,16 @@ void VulkanExecutor::run(std::span<Pass> passes) {
 }
 
 VulkanExecutor::QuantActs VulkanExecutor::quantize(unsigned needed, BufferRange x, int64_t n_rows, int64_t cols,
-                                                   int64_t x_stride) {
+                                                   int64_t x_stride, int slot) {
   QuantActs q;
   for (int k = 0; k < 3; ++k) {
     if (!(needed & (1u << k))) continue;
-    auto it = q8_.find({cols, k});
+    auto it = q8_.find({cols, k, slot});
     if (it == q8_.end()) {
       // The widest use of each width: expert rows (B * k) for the expert FFN width, B otherwise.
       const int64_t max_rows = static_cast<int64_t>(max_batch_) * std::max(1, hp_.n_expert_used);
-      it = q8_.emplace(std::make_pair(cols, k), make_q8_activations(*dev_, max_rows, cols, static_cast<Q8Kind>(k))).first;
+      it = q8_.emplace(std::make_tuple(cols, k, slot), make_q8_activations(*dev_, max_rows, cols, static_cast<Q8Kind>(k)))
+               .first;
     }
     record_quantize(*rec_, *dev_, x, n_rows, cols, x_stride, it->second);
     q.kinds[k] = &it->second;
@@ -505,18 +506,24 @@ void VulkanExecutor::record_layer(int il, std::span<Pass> passes, const std::vec
   const DeviceLayer& L = w_.layers[il];
   const int64_t E = hp_.n_embd;
   const NormShape rows_shape{E, N, 1, s.sE, 0, s.sE, 0};
-  record_rms_norm(*rec_, *dev_, rows_shape, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.x), whole(*L.attn_norm),
-                  whole(*L.attn_norm), whole(s.h));
+  // Each residual add and the norm after it are one dispatch (record_add_rms_norm, bitwise the
+  // two): the layer's first norm is done by the previous device layer's closing add.
+  if (il == first_layer_)
+    record_rms_norm(*rec_, *dev_, rows_shape, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.x), whole(*L.attn_norm),
+                    whole(*L.attn_norm), whole(s.h));
   if (L.recurrent)
     record_gdn(il, passes, row0, N);
   else
     record_attention(il, passes, row0, N);
-  const ElementwiseShape add{E, N, s.sE, s.sE};
-  record_elementwise(*rec_, *dev_, Elementwise::Add, add, whole(s.y), whole(s.x));
-  record_rms_norm(*rec_, *dev_, rows_shape, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.x), whole(*L.post_norm),
-                  whole(*L.post_norm), whole(s.h));
+  record_add_rms_norm(*rec_, *dev_, rows_shape, hp_.rms_eps, whole(s.x), whole(s.y), whole(*L.post_norm), whole(s.h));
   record_moe(il, N);
-  record_elementwise(*rec_, *dev_, Elementwise::Add, add, whole(s.y), whole(s.x));
+  if (il + 1 < hp_.n_layer) {
+    record_add_rms_norm(*rec_, *dev_, rows_shape, hp_.rms_eps, whole(s.x), whole(s.y), whole(*w_.layers[il + 1].attn_norm),
+                        whole(s.h));
+  } else {
+    const ElementwiseShape add{E, N, s.sE, s.sE};
+    record_elementwise(*rec_, *dev_, Elementwise::Add, add, whole(s.y), whole(s.x));
+  }
 }
 
 void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vector<int>& row0, int N) {
@@ -635,9 +642,18 @@ void VulkanExecutor::record_moe(int il, int N) {
       quantize(need(L.router) | need(L.shared_gate_inp) | need(L.shared_gate) | need(L.shared_up) |
                    need(L.gate_exps) | need(L.up_exps),
                whole(s.h), N, E, s.sE);
+  // Recorded in the order that lets independent products share a barrier (commands.h: a barrier
+  // goes in only where a dispatch depends on one since the last): the shared expert's chain runs
+  // beside routing (router, top-k, grouping), its down product beside the experts' gate and up.
+  // The same dispatches as one after another, so the same bits.
   matmul(L.router, whole(s.h), s.sE, q8, N, router, s.sNE);
+  matmul(L.shared_gate, whole(s.h), s.sE, q8, N, whole(s.gs), s.sFS);
+  matmul(L.shared_up, whole(s.h), s.sE, q8, N, whole(s.us), s.sFS);
+  matmul(L.shared_gate_inp, whole(s.h), s.sE, q8, N, whole(s.gamma), 1);
   record_moe_router(*rec_, *dev_, router, N, NE, k, s.sNE, ids, whole(s.wts));
+  record_swiglu(*rec_, *dev_, whole(s.gs), whole(s.us), N, fs, s.sFS);
   record_moe_group(*rec_, *dev_, ids, N, NE, k, whole(s.groups));
+  const QuantActs q8s = quantize(need(L.shared_down), whole(s.gs), N, fs, s.sFS, /*slot=*/1);
   // The routed experts the device holds: gate and up read each routed row's token; down reads the
   // routed rows.
   if (L.experts_on_device) {
@@ -646,19 +662,13 @@ void VulkanExecutor::record_moe(int il, int N) {
     record_matmul_experts(*rec_, *dev_, L.up_exps, whole(s.h), s.sE, q8.for_type(L.up_exps.type), whole(s.groups), N * k,
                           true, whole(s.u), s.sFF);
   }
-  // The shared expert and its gate, from the same quantised input.
-  matmul(L.shared_gate, whole(s.h), s.sE, q8, N, whole(s.gs), s.sFS);
-  matmul(L.shared_up, whole(s.h), s.sE, q8, N, whole(s.us), s.sFS);
-  matmul(L.shared_gate_inp, whole(s.h), s.sE, q8, N, whole(s.gamma), 1);
+  matmul(L.shared_down, whole(s.gs), s.sFS, q8s, N, whole(s.ds), E);
   if (L.experts_on_device) {
     record_swiglu(*rec_, *dev_, whole(s.g), whole(s.u), N * k, ff, s.sFF);
     const QuantActs q8g = quantize(need(L.down_exps), whole(s.g), N * k, ff, s.sFF);
     record_matmul_experts(*rec_, *dev_, L.down_exps, whole(s.g), s.sFF, q8g.for_type(L.down_exps.type), whole(s.groups),
                           N * k, false, whole(s.d), E);
   }
-  record_swiglu(*rec_, *dev_, whole(s.gs), whole(s.us), N, fs, s.sFS);
-  const QuantActs q8s = quantize(need(L.shared_down), whole(s.gs), N, fs, s.sFS);
-  matmul(L.shared_down, whole(s.gs), s.sFS, q8s, N, whole(s.ds), E);
   // Experts in host RAM: the pass splits here and the CPU computes their routed rows (hybrid_moe.cpp).
   if (L.n_host_experts > 0) run_host_experts(il, N, {&s.h, &s.groups, &s.g, &s.u, &s.d, s.sE, s.sFF});
   record_moe_combine(*rec_, *dev_, whole(s.d), whole(s.ds), whole(s.wts), whole(s.groups), whole(s.gamma), 1, N, NE, k, E,

@@ -31,6 +31,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/executor.h"
@@ -152,7 +153,9 @@ class VulkanExecutor final : public backend::Executor {
       return reads_q8_activations(t) ? kinds[static_cast<int>(activation_kind(t))] : nullptr;
     }
   };
-  QuantActs quantize(unsigned needed, BufferRange x, int64_t rows, int64_t cols, int64_t stride);
+  // `slot` picks one of several buffers of the same width, so two quantised inputs can be live at
+  // once (the shared expert's beside the routed experts': no write-after-read barrier between them).
+  QuantActs quantize(unsigned needed, BufferRange x, int64_t rows, int64_t cols, int64_t stride, int slot = 0);
   void matmul(const DeviceMatrix& w, BufferRange x, int64_t stride, const QuantActs& q8, int64_t rows, BufferRange y,
               int64_t y_stride);
   // Floats per row of a scratch matrix of n columns, so every row starts at a bindable offset.
@@ -174,7 +177,7 @@ class VulkanExecutor final : public backend::Executor {
   RecordedPass plain_;
   RecordedPass* recording_ = nullptr;  // the pass being recorded
   CommandList* rec_ = nullptr;         // its list being recorded
-  std::map<std::pair<int64_t, int>, Q8Activations> q8_;  // by (columns, kind)
+  std::map<std::tuple<int64_t, int, int>, Q8Activations> q8_;  // by (columns, kind, slot)
   std::FILE* routing_trace_ = nullptr;
   std::unique_ptr<HostExperts> host_experts_;  // when some layer's experts are in RAM
   int stream_rows_ = 0;                        // Options::stream_rows
