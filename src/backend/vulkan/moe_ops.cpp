@@ -88,6 +88,7 @@ void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w,
   const int64_t chunk = detail::units_per_dispatch(dev, w.expert_stride, "matmul_experts (one expert's matrix)");
   const BufferRange act = quant ? whole(q8->quants) : x;
   const BufferRange scales = quant ? whole(q8->scales) : x;
+  const uint32_t lanes = detail::matmul_lanes(w.cols, quant);
   for (const ExpertRun& r : w.runs)
     for (int64_t i0 = 0; i0 < r.count; i0 += chunk) {
       const int64_t ne = std::min(chunk, r.count - i0);
@@ -96,10 +97,12 @@ void record_matmul_experts(CommandList& cl, Device& dev, const DeviceExperts& w,
       const MatmulPush push{u32(w.rows, "rows"), u32(w.cols, "cols"), 0, c.lead, u32(w.row_stride, "w_stride"),
                             u32(x_stride, "x_stride"), u32(y_stride, "y_stride"), 0, u32(r.first + i0, "e0"),
                             u32(w.n_expert, "n_expert"), u32(w.expert_stride, "expert_stride"), gather ? 1u : 0u,
-                            u32(ne, "n_chunk"), u32(moe_group_active_offset(w.n_expert, routed_rows), "active_off")};
+                            u32(ne, "n_chunk"), u32(moe_group_active_offset(w.n_expert, routed_rows), "active_off"),
+                            lanes};
       // At most routed_rows experts have rows: a decode step's 8 of 256 launch 8 workgroup rows, not 256.
       const int64_t gy = std::min(ne, routed_rows);
-      cl.dispatch(p, {c.range, act, scales, y, groups_in}, push, detail::matmul_row_groups(w.rows), static_cast<uint32_t>(gy));
+      cl.dispatch(p, {c.range, act, scales, y, groups_in}, push, detail::matmul_row_groups(w.rows, lanes),
+                  static_cast<uint32_t>(gy));
     }
 }
 

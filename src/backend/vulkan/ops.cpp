@@ -175,14 +175,15 @@ void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRa
   const int64_t chunk = detail::units_per_dispatch(dev, w.row_stride, "matmul (weight rows)");
   const BufferRange act = quant ? whole(q8->quants) : x;
   const BufferRange scales = quant ? whole(q8->scales) : x;
+  const uint32_t lanes = detail::matmul_lanes(w.cols, quant);
   for (int64_t o0 = 0; o0 < w.rows; o0 += chunk) {
     const int64_t rows = std::min(chunk, w.rows - o0);
     const detail::WeightChunk c =
         detail::weight_chunk(dev, *w.buffer, w.offset + static_cast<uint64_t>(o0) * w.row_stride, rows * w.row_stride);
     const MatmulPush push{u32(rows, "rows"),        u32(w.cols, "cols"),     u32(n_act, "n_act"),
                           c.lead,                   u32(w.row_stride, "w_stride"), u32(x_stride, "x_stride"),
-                          u32(y_stride, "y_stride"), u32(o0, "o0"), 0, 0, 0, 0, 0, 0};
-    cl.dispatch(p, {c.range, act, scales, y}, push, detail::matmul_row_groups(rows), groups(n_act, 8, "matmul"));
+                          u32(y_stride, "y_stride"), u32(o0, "o0"), 0, 0, 0, 0, 0, 0, lanes};
+    cl.dispatch(p, {c.range, act, scales, y}, push, detail::matmul_row_groups(rows, lanes), groups(n_act, 8, "matmul"));
   }
 }
 

@@ -62,14 +62,28 @@ inline std::string matmul_shader(DType t, bool experts) {
 }
 
 // matmul.comp's push constants (the last four are read by the expert variants only).
-// Output rows per workgroup of matmul.comp (its RPW): a grid's x is the rows divided by this.
-constexpr int64_t kMatmulRowsPerGroup = 4;
-inline uint32_t matmul_row_groups(int64_t rows) { return static_cast<uint32_t>((rows + kMatmulRowsPerGroup - 1) / kMatmulRowsPerGroup); }
+// Invocations per output row of matmul.comp (its push `lanes`): one per block of 32 of a row
+// (quantised) or per value (float weights), as a power of two, at most 64. A workgroup of 256
+// holds 256 / lanes rows, so short rows (the experts' down products: 512 columns, 16 blocks) fill
+// their workgroups instead of leaving 48 of 64 invocations idle. It depends on the row length
+// only: a product's summation order is the same at any batch (batch invariance).
+constexpr uint32_t kMatmulInvocations = 256;
+inline uint32_t matmul_lanes(int64_t cols, bool quantised) {
+  const int64_t units = quantised ? cols / 32 : cols;
+  uint32_t lanes = 1;
+  while (lanes < 64 && lanes < units) lanes <<= 1;
+  return lanes;
+}
+inline uint32_t matmul_row_groups(int64_t rows, uint32_t lanes) {
+  const int64_t per = kMatmulInvocations / lanes;
+  return static_cast<uint32_t>((rows + per - 1) / per);
+}
 
 struct MatmulPush {
   uint32_t rows, cols, n_act, w_base, w_stride, x_stride, y_stride, o0;
   uint32_t e0, n_expert, expert_stride, gather;
   uint32_t n_chunk, active_off;  // EXPERTS: experts of the dispatch's chunk; where the active list is
+  uint32_t lanes;                // matmul_lanes
 };
 
 // A range of weights bound for one dispatch: the binding starts at the device's offset alignment

@@ -7,20 +7,22 @@
 // WTYPE_Q5_K, WTYPE_Q6_K, WTYPE_IQ4_XS (layouts: kernels/dtype.h; read from the raw bytes, which
 // need not be word aligned: 20-, 22-, 110-, 210-byte blocks).
 //
-// Dense grid: x = group of RPW output rows within the chunk (the host splits W into chunks that
-// fit one binding and 65,535 workgroups), y = tile of 8 activation rows. A workgroup holds RPW
-// rows of 64 invocations each: each row's sum is what a workgroup of its own would give (the same
-// blocks per invocation, the same tree), with RPW times fewer workgroups to launch (the H200 run:
-// a 4096 x 2048 Q4_0 mat-vec, one workgroup per row, moved ~90-290 GB/s).
+// Dense grid: x = group of 256 / lanes output rows within the chunk (the host splits W into
+// chunks that fit one binding and 65,535 workgroups), y = tile of 8 activation rows. A workgroup
+// of 256 holds 256 / lanes rows of `lanes` invocations each (push `lanes`, ops_internal.h
+// matmul_lanes: a power of two up to 64, one per block of 32 or per value of a row): each row's sum
+// is what a workgroup of its own would give (the same blocks per invocation, the same tree), with
+// fewer workgroups to launch (the H200 run: a 4096 x 2048 Q4_0 mat-vec, one workgroup per row,
+// moved ~90-290 GB/s) and no idle invocations on short rows.
 // EXPERTS grid: x = output row, y = the y-th expert of the chunk that has routed rows (the active
 // list moe_group.comp writes, on the device: no host round trip); the host launches at most as
 // many y as the pass has routed rows (8 for a decode step, not the layer's 256 experts), and a y
 // past the chunk's active experts exits at once. The workgroup walks the rows routed to its expert
 // in tiles of 8, so an expert's weights are read once per 8 routed rows.
 //
-// Each of a row's 64 invocations takes every 64th element (float weights) or block of 32 (quantised
-// weights) of the row; the partial sums meet in a shared-memory tree (no subgroup operations:
-// the result does not depend on the subgroup size).
+// Each of a row's `lanes` invocations takes every lanes-th element (float weights) or block of 32
+// (quantised weights) of the row; the partial sums meet in a shared-memory tree (no subgroup
+// operations: the result does not depend on the subgroup size).
 //
 // Activations are rounded as the CPU rounds them: F16 / BF16 weights see fp16- / bf16-rounded
 // activations;
@@ -32,7 +34,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 256) in;  // RPW x WG
+layout(local_size_x = 256) in;  // (256 / lanes) rows x lanes
 
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
 // Float weights: x is [rows][x_stride] floats. Quantised: x is [rows][nb][8] words of int8
@@ -60,6 +62,7 @@ layout(push_constant) uniform Push {
   uint gather;        // EXPERTS: 1: activation row = token of the routed row; 0: the routed row
   uint n_chunk;       // EXPERTS: experts of this dispatch's chunk (e0 .. e0 + n_chunk - 1)
   uint active_off;    // EXPERTS: the groups' n_active; the active list follows it
+  uint lanes;         // invocations per output row: a power of two, 1..64
 } p;
 
 #if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
@@ -74,16 +77,15 @@ layout(push_constant) uniform Push {
 const int kIq4nl[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
 #endif
 
-const uint WG = 64;   // invocations per output row
-const uint RPW = 4;   // output rows per workgroup (ops.cpp kMatmulRowsPerGroup)
+const uint NINV = 256;  // invocations per workgroup (ops_internal.h kMatmulInvocations)
 const uint TILE = 8;
-shared float partial[TILE][WG * RPW];
+shared float partial[TILE][NINV];
 
 // Adds W row (at byte row_off) . activation row act[r] into acc[r] for r < nr.
 void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
-  const uint tid = gl_LocalInvocationID.x % WG;  // the invocation's place in its row
+  const uint tid = gl_LocalInvocationID.x % p.lanes;  // the invocation's place in its row
 #if defined(WTYPE_F32) || defined(WTYPE_F16) || defined(WTYPE_BF16)
-  for (uint i = tid; i < p.cols; i += WG) {
+  for (uint i = tid; i < p.cols; i += p.lanes) {
 #if defined(WTYPE_F32)
     const float wv = uintBitsToFloat(w[(row_off >> 2) + i]);
 #elif defined(WTYPE_BF16)
@@ -107,7 +109,7 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
   }
 #else
   const uint nb = p.cols / 32u;
-  for (uint b = tid; b < nb; b += WG) {
+  for (uint b = tid; b < nb; b += p.lanes) {
     // Sub-block b of 32 values as integers q[] with value = dw * q + mw (mw = 0 for the
     // symmetric types); sub-block scales of the K-quants and IQ4_XS are folded into q[] (exact:
     // |q| x 32 x 127 stays below 2^24, so the integer sums convert to float exactly).
@@ -287,22 +289,23 @@ void dot_rows(uint row_off, uint act[TILE], uint nr, inout float acc[TILE]) {
 // the tile's nr rows are summed (a decode step's one row, not eight; nr is uniform). Every
 // invocation reaches the barriers, those of a row past the chunk's end too (they store nothing).
 void reduce_store(float acc[TILE], uint dst[TILE], uint nr, uint o, bool valid) {
-  const uint tid = gl_LocalInvocationID.x % WG, base = (gl_LocalInvocationID.x / WG) * WG;
+  const uint tid = gl_LocalInvocationID.x % p.lanes, base = (gl_LocalInvocationID.x / p.lanes) * p.lanes;
   for (uint r = 0; r < TILE; ++r)
     if (r < nr) partial[r][base + tid] = acc[r];
   barrier();
-  for (uint s = WG / 2u; s > 0u; s >>= 1) {
+  for (uint s = p.lanes / 2u; s > 0u; s >>= 1) {
     if (tid < s)
       for (uint r = 0; r < TILE; ++r)
         if (r < nr) partial[r][base + tid] += partial[r][base + tid + s];
     barrier();
   }
-  if (valid && tid < nr) y[dst[tid] * p.y_stride + p.o0 + o] = partial[tid][base];
+  if (valid)  // a row's first nr invocations store its tile's rows (all of them when lanes < nr)
+    for (uint r = tid; r < nr; r += p.lanes) y[dst[r] * p.y_stride + p.o0 + o] = partial[r][base];
   barrier();  // partial[] is reused by the next tile
 }
 
 void main() {
-  const uint o = gl_WorkGroupID.x * RPW + gl_LocalInvocationID.x / WG;  // this invocation's output row
+  const uint o = gl_WorkGroupID.x * (NINV / p.lanes) + gl_LocalInvocationID.x / p.lanes;  // this invocation's output row
   const bool valid = o < p.rows;
   uint act[TILE], dst[TILE];
   float acc[TILE];
