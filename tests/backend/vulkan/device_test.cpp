@@ -65,13 +65,20 @@ TEST_F(DeviceTest, EnumeratesTheDeviceWithItsLimits) {
 
 // The messenger really counts: a second instance (so this case's own count stays zero) sees an
 // invalid call (a buffer of size 0, VUID-VkBufferCreateInfo-size-00912) reported.
-TEST_F(DeviceTest, ValidationMessagesAreCounted) {
-  if (!test_validation()) GTEST_SKIP() << "CLOVER_VK_TEST_NO_VALIDATION=1";
+// A second instance with validation, so a case's deliberate errors do not count against its own.
+std::unique_ptr<Instance> validated_instance() {
   std::string error;
   InstanceOptions opt;
   opt.validate = true;
-  std::unique_ptr<Instance> other = Instance::create(opt, error);
-  ASSERT_TRUE(other) << error;
+  std::unique_ptr<Instance> inst = Instance::create(opt, error);
+  EXPECT_TRUE(inst) << error;
+  return inst;
+}
+
+TEST_F(DeviceTest, ValidationMessagesAreCounted) {
+  if (!test_validation()) GTEST_SKIP() << "CLOVER_VK_TEST_NO_VALIDATION=1";
+  std::unique_ptr<Instance> other = validated_instance();
+  ASSERT_TRUE(other);
   Device d(*other, 0);
   ASSERT_EQ(other->validation_messages(), 0u);
   ::testing::internal::CaptureStderr();  // the layer's text for the deliberate error is expected
@@ -292,11 +299,8 @@ TEST_F(DeviceTest, BarriersGoOnlyWhereADispatchDependsOnAnEarlierOne) {
 // no barriers at all is reported as a hazard; with the tracked barriers it is silent.
 TEST_F(DeviceTest, SyncValidationReportsAMissingBarrier) {
   if (!test_validation()) GTEST_SKIP() << "CLOVER_VK_TEST_NO_VALIDATION=1";
-  std::string error;
-  InstanceOptions opt;
-  opt.validate = true;
-  std::unique_ptr<Instance> other = Instance::create(opt, error);
-  ASSERT_TRUE(other) << error;
+  std::unique_ptr<Instance> other = validated_instance();
+  ASSERT_TRUE(other);
   if (!other->sync_validation()) GTEST_SKIP() << "the validation layer offers no VK_EXT_validation_features";
   Device d(*other, 0);
   const std::vector<float> xs = random_floats(128, 10);
