@@ -61,12 +61,12 @@ inline std::string matmul_shader(DType t, bool experts) {
   return experts ? std::string(base) + "_experts" : std::string(base);
 }
 
-// matmul.comp's push constants (the last four are read by the expert variants only).
 // Invocations per output row of matmul.comp (its push `lanes`): one per block of 32 of a row
 // (quantised) or per value (float weights), as a power of two, at most 64. A workgroup of 256
 // holds 256 / lanes rows, so short rows (the experts' down products: 512 columns, 16 blocks) fill
-// their workgroups instead of leaving 48 of 64 invocations idle. It depends on the row length
-// only: a product's summation order is the same at any batch (batch invariance).
+// their workgroups instead of leaving 48 of 64 invocations idle. The sums are bitwise those of 64
+// lanes: a lane holds at most one unit of a row of up to 64 either way, and the wider tree only
+// adds the idle lanes' exact zeros. It depends on the row length only (batch invariance).
 constexpr uint32_t kMatmulInvocations = 256;
 inline uint32_t matmul_lanes(int64_t cols, bool quantised) {
   const int64_t units = quantised ? cols / 32 : cols;
@@ -79,6 +79,7 @@ inline uint32_t matmul_row_groups(int64_t rows, uint32_t lanes) {
   return static_cast<uint32_t>((rows + per - 1) / per);
 }
 
+// matmul.comp's push constants (e0 .. active_off are read by the expert variants only).
 struct MatmulPush {
   uint32_t rows, cols, n_act, w_base, w_stride, x_stride, y_stride, o0;
   uint32_t e0, n_expert, expert_stride, gather;
