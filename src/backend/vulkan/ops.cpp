@@ -313,8 +313,12 @@ void record_gdn(const char* shader, CommandList& cl, Device& dev, const GdnShape
   const bool scan = std::strcmp(shader, "gdn_scan") == 0, reverse = std::strcmp(shader, "gdn_step_reverse") == 0;
   const Pipeline& p = dev.pipelines().get(shader, 6, sizeof(GdnPush));
   // Tokens per dispatch: all of them, but on a CPU-type device (above). The reverse path starts
-  // from zero in every dispatch, so it is never split (a denoising block of up to ~500 tokens
-  // stays under the budget).
+  // from zero in every dispatch, so it cannot be split: a block longer than the budget allows
+  // (~500 tokens; the model's blocks are 32) is refused there rather than silently cut short.
+  if (dev.info().is_cpu() && reverse && s.tokens > kCpuLoopBudget / step_iterations_per_token())
+    throw VulkanError(fmt::format("{}: a block of {} tokens is more than a CPU-type Vulkan device's shader loop limit "
+                                  "allows in one dispatch ({} tokens)",
+                                  shader, s.tokens, kCpuLoopBudget / step_iterations_per_token()));
   int64_t per = s.tokens;
   if (dev.info().is_cpu() && !reverse)
     per = scan ? std::max<int64_t>(1, kCpuLoopBudget / scan_iterations_per_chunk(s.d)) * kGdnScanChunk

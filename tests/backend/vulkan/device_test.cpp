@@ -221,8 +221,6 @@ TEST(VulkanLoader, DriversStayLoadedAfterTheInstanceGoes) {
   }
 }
 
-// A submission that outlasts the note interval is waited for to the end (a slow device is not a
-// failure: giving up would free buffers the work still writes), with a line saying so.
 // The bindings a shader may write, from its SPIR-V's readonly decorations (pipeline.h): what
 // CommandList's hazard tracking trusts.
 TEST(VulkanPipeline, ReflectionFindsTheWrittenBindings) {
@@ -325,6 +323,8 @@ TEST_F(DeviceTest, SyncValidationReportsAMissingBarrier) {
   EXPECT_NE(text.find("SYNC-HAZARD"), std::string::npos) << text;
 }
 
+// A submission that outlasts the note interval is waited for to the end (a slow device is not a
+// failure: giving up would free buffers the work still writes), with a line saying so.
 TEST_F(DeviceTest, WaitOutlastsTheNoteIntervalAndSaysSo) {
   const int64_t rows = 4096, cols = 2048;
   HostMatrix w = random_matrix(DType::F32, rows, cols, 3, 1.0f);

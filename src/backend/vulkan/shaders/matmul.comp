@@ -14,7 +14,7 @@
 // is what a workgroup of its own would give (the same blocks per invocation, the same tree), with
 // fewer workgroups to launch (the H200 run: a 4096 x 2048 Q4_0 mat-vec, one workgroup per row,
 // moved ~90-290 GB/s) and no idle invocations on short rows.
-// EXPERTS grid: x = output row, y = the y-th expert of the chunk that has routed rows (the active
+// EXPERTS grid: x = group of 256 / lanes output rows, y = the y-th expert of the chunk that has routed rows (the active
 // list moe_group.comp writes, on the device: no host round trip); the host launches at most as
 // many y as the pass has routed rows (8 for a decode step, not the layer's 256 experts), and a y
 // past the chunk's active experts exits at once. The workgroup walks the rows routed to its expert
