@@ -45,6 +45,10 @@ struct AttentionPush {
   uint32_t k_stride, k_head_bytes, k_type, v_stride, v_head_bytes, v_type;
   uint32_t n_past_at, n_tokens, causal;
   float scale;
+  uint32_t t0, chunk, n_split;
+};
+struct AttentionCombinePush {
+  uint32_t head_dim, n_head, n_split, o_row, t0;
 };
 struct ConvPush {
   uint32_t channels, kernel, tokens, x_stride, y_stride;
@@ -255,7 +259,8 @@ void record_moe_router(CommandList& cl, Device& dev, BufferRange logits, int64_t
 }
 
 void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, float scale, BufferRange q,
-                      const KvCacheView& k, const KvCacheView& v, BufferRange o, DeviceWord n_past) {
+                      const KvCacheView& k, const KvCacheView& v, BufferRange o, DeviceWord n_past,
+                      const AttentionSplit* split) {
   if (s.head_dim < 1 || s.head_dim > 256) throw VulkanError(fmt::format("attention: head_dim {} (1..256)", s.head_dim));
   if (s.n_head_kv < 1 || s.n_head % s.n_head_kv)
     throw VulkanError(fmt::format("attention: {} query heads do not group over {} KV heads", s.n_head, s.n_head_kv));
@@ -263,13 +268,45 @@ void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, flo
     throw VulkanError(fmt::format("attention: a q8_0 cache needs head_dim a multiple of 32, not {}", s.head_dim));
   if (s.tokens < 1) throw VulkanError("attention: no query tokens");
   check_word(n_past, "attention");
-  const Pipeline& p = dev.pipelines().get("attention", 5, sizeof(AttentionPush));
-  const AttentionPush push{u32(s.head_dim, "head_dim"), u32(s.n_head, "n_head"), u32(s.n_head / s.n_head_kv, "group"),
-                           u32(s.q_row, "q_row"), u32(s.q_head, "q_head"), u32(s.o_row, "o_row"),
-                           u32(k.stride, "k stride"), u32(k.head_bytes, "k head"), kv_type_id(k.type),
-                           u32(v.stride, "v stride"), u32(v.head_bytes, "v head"), kv_type_id(v.type),
-                           n_past.index, u32(s.tokens, "tokens"), s.causal ? 1u : 0u, scale};
-  cl.dispatch(p, {q, k.range, v.range, o, n_past.words}, push, groups(s.tokens * s.n_head, 1, "attention"));
+  AttentionPush push{u32(s.head_dim, "head_dim"), u32(s.n_head, "n_head"), u32(s.n_head / s.n_head_kv, "group"),
+                     u32(s.q_row, "q_row"), u32(s.q_head, "q_head"), u32(s.o_row, "o_row"),
+                     u32(k.stride, "k stride"), u32(k.head_bytes, "k head"), kv_type_id(k.type),
+                     u32(v.stride, "v stride"), u32(v.head_bytes, "v head"), kv_type_id(v.type),
+                     n_past.index, u32(s.tokens, "tokens"), s.causal ? 1u : 0u, scale, 0, 0, 0};
+  const int64_t chunk = attention_split_chunk(split ? split->n_ctx : 0);
+  const int64_t n_split = split ? (split->n_ctx + chunk - 1) / chunk : 1;
+  if (n_split <= 1) {
+    const Pipeline& p = dev.pipelines().get("attention", 5, sizeof(AttentionPush));
+    cl.dispatch(p, {q, k.range, v.range, o, n_past.words}, push, groups(s.tokens * s.n_head, 1, "attention"));
+    return;
+  }
+  const uint64_t need = static_cast<uint64_t>(attention_split_floats(s.n_head, s.head_dim)) * 4;
+  const uint64_t have = split->partials.bytes ? split->partials.bytes : split->partials.buffer->size() - split->partials.offset;
+  if (have < need)
+    throw VulkanError(fmt::format("attention: split scratch of {} bytes, {} needed", have, need));
+  // Groups of kAttentionSplitTokens query tokens share the scratch: split, then merge, per group.
+  const Pipeline& ps = dev.pipelines().get("attention_split", 6, sizeof(AttentionPush));
+  const Pipeline& pc = dev.pipelines().get("attention_combine", 2, sizeof(AttentionCombinePush));
+  push.chunk = u32(chunk, "chunk");
+  push.n_split = u32(n_split, "n_split");
+  for (int64_t t0 = 0; t0 < s.tokens; t0 += kAttentionSplitTokens) {
+    const int64_t n = std::min(kAttentionSplitTokens, s.tokens - t0);
+    push.t0 = u32(t0, "t0");
+    cl.dispatch(ps, {q, k.range, v.range, o, n_past.words, split->partials}, push, groups(n * s.n_head, 1, "attention"),
+                static_cast<uint32_t>(n_split));
+    const AttentionCombinePush cpush{u32(s.head_dim, "head_dim"), u32(s.n_head, "n_head"), u32(n_split, "n_split"),
+                                     u32(s.o_row, "o_row"), u32(t0, "t0")};
+    cl.dispatch(pc, {split->partials, o}, cpush, groups(n * s.n_head, 1, "attention_combine"));
+  }
+}
+
+int64_t attention_split_chunk(int64_t n_ctx) {
+  const int64_t per = (n_ctx + kAttentionMaxSplits - 1) / kAttentionMaxSplits;
+  return std::max<int64_t>(kAttentionMinChunk, (per + 63) / 64 * 64);
+}
+
+int64_t attention_split_floats(int64_t n_head, int64_t head_dim) {
+  return kAttentionSplitTokens * n_head * kAttentionMaxSplits * (head_dim + 2);
 }
 
 void record_conv_silu(CommandList& cl, Device& dev, int64_t channels, int kernel, int64_t tokens, BufferRange x,

@@ -132,8 +132,26 @@ struct AttentionShape {
   bool causal = true;
   int64_t q_row = 0, q_head = 0, o_row = 0;  // floats between tokens / heads of q, tokens of o
 };
+// Split-K (flash-decoding) for caches longer than one chunk: with `split`, the keys go in chunks
+// of attention_split_chunk(n_ctx) absolute positions (at least kAttentionMinChunk, at most
+// kAttentionMaxSplits chunks for the cache's n_ctx positions), one workgroup per (token, head,
+// chunk) (attention.comp SPLIT), merged in chunk order (attention_combine.comp), the query tokens
+// in groups of kAttentionSplitTokens sharing `partials` (attention_split_floats floats). The chunks
+// depend on the position and n_ctx only, so every pass gives a token the same arithmetic (batch
+// invariance, guess-then-verify == AR); a token whose keys all lie in the first chunk gets bitwise
+// the single-pass result. Without `split`, or when n_ctx fits one chunk: the single pass.
+constexpr int64_t kAttentionMinChunk = 256;
+constexpr int64_t kAttentionMaxSplits = 64;
+constexpr int64_t kAttentionSplitTokens = 64;
+struct AttentionSplit {
+  BufferRange partials;
+  int64_t n_ctx = 0;  // the cache's positions
+};
+int64_t attention_split_chunk(int64_t n_ctx);
+int64_t attention_split_floats(int64_t n_head, int64_t head_dim);
 void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, float scale, BufferRange q,
-                      const KvCacheView& k, const KvCacheView& v, BufferRange o, DeviceWord n_past);
+                      const KvCacheView& k, const KvCacheView& v, BufferRange o, DeviceWord n_past,
+                      const AttentionSplit* split = nullptr);
 
 // conv_silu.comp (twin: kernels::conv_silu_ref over a run of tokens, as model/gdn.cpp runs it):
 // y = silu(causal depthwise conv of x), the state [K-1][C] advanced in place.

@@ -36,7 +36,8 @@ std::vector<uint8_t> make_cache(DType t, int n, int nkv, int hd, uint32_t seed, 
   return c;
 }
 
-double run_case(Device& dev, const AttnCase& c, uint32_t seed) {
+// split_ctx > 0: split-K for a cache of that many positions; `out` receives the output.
+double run_case(Device& dev, const AttnCase& c, uint32_t seed, int64_t split_ctx = 0, std::vector<float>* out = nullptr) {
   const int n = c.n_past + c.tokens;
   size_t ks = 0, vs = 0;
   const std::vector<uint8_t> kc = make_cache(c.kt, n, c.nkv, c.hd, seed, ks), vc = make_cache(c.vt, n, c.nkv, c.hd, seed + 1, vs);
@@ -62,13 +63,16 @@ double run_case(Device& dev, const AttnCase& c, uint32_t seed) {
   AttentionShape s{c.hd, c.nh, c.nkv, c.tokens, c.causal, q_row, q_head, static_cast<int64_t>(c.nh) * c.hd};
   // n_past is read from a buffer when the list runs (here word 1 of 2).
   Buffer np = to_device(dev, std::vector<uint32_t>{12345u, static_cast<uint32_t>(c.n_past)});
+  Buffer part = dev.create_buffer(static_cast<uint64_t>(attention_split_floats(c.nh, c.hd)) * 4, MemoryPurpose::Scratch);
+  const AttentionSplit split{whole(part), split_ctx};
   CommandList cl(dev);
   cl.begin();
   record_attention(cl, dev, s, scale, whole(qb), {c.kt, whole(kb), ks, k_head}, {c.vt, whole(vb), vs, v_head}, whole(ob),
-                   {whole(np), 1});
+                   {whole(np), 1}, split_ctx > 0 ? &split : nullptr);
   cl.end();
   cl.run();
   const std::vector<float> o = from_device<float>(dev, ob, ref.size());
+  if (out) *out = o;
   return nmse(o.data(), ref.data(), ref.size());
 }
 
@@ -88,6 +92,41 @@ TEST_F(AttentionTest, MatchesTheReferenceOnEveryCacheType) {
                                       << (c.causal ? " causal" : " block");
     std::printf("attention hd=%d %s/%s %s n_past=%d: NMSE %.3g\n", c.hd, std::string(dtype_name(c.kt)).c_str(),
                 std::string(dtype_name(c.vt)).c_str(), c.causal ? "causal" : "block", c.n_past, e);
+  }
+}
+
+// Split-K (flash-decoding): keys in chunks of absolute positions, one workgroup per chunk, merged
+// in order. Against the CPU reference across several chunks (chunks of 256 for 1,000 positions,
+// of 320 for 20,000), for causal steps and a 70-token block (two groups of query tokens); and a
+// token whose keys all lie in the first chunk gets bitwise the single pass.
+TEST_F(AttentionTest, SplitKMatchesTheReferenceAndTheSinglePass) {
+  EXPECT_EQ(attention_split_chunk(1000), 256);
+  EXPECT_EQ(attention_split_chunk(20000), 320);
+  EXPECT_EQ(attention_split_chunk(131072), 2048);
+  struct SplitCase {
+    AttnCase c;
+    int64_t n_ctx;
+  };
+  const SplitCase cases[] = {
+      {{64, 4, 2, 5, 700, true, DType::F32, DType::F32}, 1000},    {{64, 4, 2, 5, 700, true, DType::F16, DType::F16}, 20000},
+      {{64, 4, 2, 5, 700, true, DType::Q8_0, DType::Q8_0}, 1000},  {{96, 6, 2, 70, 600, false, DType::F32, DType::F32}, 2000},
+      {{256, 2, 1, 3, 300, true, DType::F16, DType::Q8_0}, 1000},
+  };
+  uint32_t seed = 300;
+  for (const SplitCase& sc : cases) {
+    const AttnCase& c = sc.c;
+    const double e = run_case(dev(), c, seed += 7, sc.n_ctx);
+    const bool quant = c.kt == DType::Q8_0 || c.vt == DType::Q8_0;
+    EXPECT_LE(e, quant ? 5e-4 : 1e-7) << "hd " << c.hd << " n_ctx " << sc.n_ctx << " tokens " << c.tokens;
+    std::printf("split-K attention hd=%d %s %d tokens after %d, n_ctx %lld: NMSE %.3g\n", c.hd,
+                std::string(dtype_name(c.kt)).c_str(), c.tokens, c.n_past, static_cast<long long>(sc.n_ctx), e);
+  }
+  for (const AttnCase& c : {AttnCase{64, 4, 2, 9, 100, true, DType::F16, DType::F16},
+                            AttnCase{96, 6, 2, 70, 150, false, DType::Q8_0, DType::F32}}) {
+    std::vector<float> single, split;
+    run_case(dev(), c, 400, 0, &single);
+    run_case(dev(), c, 400, 4096, &split);
+    EXPECT_EQ(single, split) << "tokens " << c.tokens;
   }
 }
 

@@ -18,6 +18,15 @@
 // for the scores; each invocation then owns dims d = tid, tid + 64, ... (head_dim <= 256) of the
 // running output, rescaled by exp(m_old - m_new) whenever the running max grows. Shared memory is
 // O(head_dim + tile), independent of the context length.
+//
+// With SPLIT (attention_split, flash-decoding): workgroup (x, y) takes only the keys of chunk y,
+// [y chunk, (y + 1) chunk) of the token's keys, and writes its unnormalised partial result (the
+// running max m, the sum l, the output before the division) to `part`; attention_combine.comp
+// merges a token's chunks in order. A decode step at a long context thus spreads one head's keys
+// over n_split workgroups instead of walking them all in one. The chunks are absolute key
+// positions, so a token's arithmetic does not depend on the pass it is in; a token with all its
+// keys in chunk 0 gets bitwise the single-pass result (the merge multiplies by exp(0) = 1 and adds
+// the empty chunks' zeros).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -27,6 +36,10 @@ layout(std430, binding = 1) readonly buffer K { uint kc[]; };
 layout(std430, binding = 2) readonly buffer V { uint vc[]; };
 layout(std430, binding = 3) writeonly buffer O { float o[]; };
 layout(std430, binding = 4) readonly buffer P { uint params[]; };
+#if defined(SPLIT)
+// [token of the group][query head][chunk][m, l, out[head_dim]]
+layout(std430, binding = 5) writeonly buffer Part { float part[]; };
+#endif
 
 layout(push_constant) uniform Push {
   uint head_dim;  // <= 256; a multiple of 32 for a Q8_0 cache
@@ -41,6 +54,9 @@ layout(push_constant) uniform Push {
   uint n_tokens;
   uint causal;
   float scale;
+  uint t0;       // the first query token of this dispatch (its group of tokens)
+  uint chunk;    // SPLIT: keys per chunk (a multiple of 64)
+  uint n_split;  // SPLIT: chunks per token
 } p;
 
 const uint WG = 64;
@@ -84,12 +100,23 @@ float reduce_sum(float v, uint tid) {
 }
 
 void main() {
-  const uint t = gl_WorkGroupID.x / p.n_head, h = gl_WorkGroupID.x % p.n_head;
+  const uint tl = gl_WorkGroupID.x / p.n_head, h = gl_WorkGroupID.x % p.n_head;
+  const uint t = p.t0 + tl;  // the token in the pass
   const uint g = h / p.group;
   const uint tid = gl_LocalInvocationID.x;
   const uint hd = p.head_dim;
   const uint n_past = params[p.n_past_at];
   const uint n_keys = p.causal != 0u ? n_past + t + 1u : n_past + p.n_tokens;
+#if defined(SPLIT)
+  const uint k_begin = gl_WorkGroupID.y * p.chunk, k_end = min(n_keys, k_begin + p.chunk);
+  const uint pb = ((tl * p.n_head + h) * p.n_split + gl_WorkGroupID.y) * (hd + 2u);
+  if (k_begin >= n_keys) {  // uniform in the workgroup: an empty chunk, before any barrier
+    for (uint i = tid; i < hd + 2u; i += WG) part[pb + i] = i == 0u ? -1.0 / 0.0 : 0.0;
+    return;
+  }
+#else
+  const uint k_begin = 0u, k_end = n_keys;
+#endif
 
   // The query, rounded as the K cache's activation type.
   const uint qb = t * p.q_row + h * p.q_head;
@@ -110,22 +137,22 @@ void main() {
   float acc[MAXD / WG];
   for (uint r = 0; r < MAXD / WG; ++r) acc[r] = 0.0;
   float m = -1.0 / 0.0, l = 0.0;
-  for (uint j0 = 0; j0 < n_keys; j0 += WG) {
+  for (uint j0 = k_begin; j0 < k_end; j0 += WG) {
     const uint j = j0 + tid;
     float s = -1.0 / 0.0;
-    if (j < n_keys) {
+    if (j < k_end) {
       const uint off = j * p.k_stride + g * p.k_head_bytes;
       float dot = 0.0;
       for (uint i = 0; i < hd; ++i) dot += qs[i] * cache_value(p.k_type, off, i, true);
       s = dot * p.scale;
     }
     const float m_new = max(m, reduce_max(s, tid));
-    const float e = j < n_keys ? exp(s - m_new) : 0.0;
+    const float e = j < k_end ? exp(s - m_new) : 0.0;
     prob[tid] = e;
     const float alpha = exp(m - m_new);  // 0 on the first tile (m = -inf)
     l = l * alpha + reduce_sum(e, tid);  // its barriers also publish prob[]
     m = m_new;
-    const uint nj = min(WG, n_keys - j0);
+    const uint nj = min(WG, k_end - j0);
     for (uint r = 0; r < MAXD / WG; ++r) {
       const uint d = tid + r * WG;
       if (d >= hd) break;
@@ -136,9 +163,20 @@ void main() {
     }
     barrier();  // prob[] is rewritten by the next tile
   }
+#if defined(SPLIT)
+  if (tid == 0u) {
+    part[pb] = m;
+    part[pb + 1u] = l;
+  }
+  for (uint r = 0; r < MAXD / WG; ++r) {
+    const uint d = tid + r * WG;
+    if (d < hd) part[pb + 2u + d] = acc[r];
+  }
+#else
   const uint ob = t * p.o_row + h * hd;
   for (uint r = 0; r < MAXD / WG; ++r) {
     const uint d = tid + r * WG;
     if (d < hd) o[ob + d] = n_keys > 0u ? acc[r] / l : 0.0;
   }
+#endif
 }
