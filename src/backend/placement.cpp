@@ -101,7 +101,10 @@ uint64_t vulkan_compute_bytes(const model::HParams& hp, std::span<const TensorSi
     if (hp.has_reverse_path)
       floats += 2 * B * Hv + static_cast<uint64_t>(hp.gdn_v_heads) * hp.gdn_head_dim * hp.gdn_head_dim;
   }
-  if (hp.n_attn_layers() > 0) floats += B * (QG + 2 * Q + 2 * KV);
+  // Split-K attention's partials: 64 query tokens x heads x 64 chunks x (head_dim + 2)
+  // (vulkan/ops.h attention_split_floats).
+  if (hp.n_attn_layers() > 0)
+    floats += B * (QG + 2 * Q + 2 * KV) + 64ull * hp.n_head * 64 * (static_cast<uint64_t>(hp.head_dim) + 2);
   uint64_t bytes = 0;
   bytes += static_cast<uint64_t>(hp.n_layer) * round_up(B * NE * 4, 256);  // router logits, a slice per layer
   bytes += static_cast<uint64_t>(hp.n_layer) * round_up(B * k * 4, 256);   // routing ids, a slice per layer

@@ -46,6 +46,7 @@ struct VulkanExecutor::Scratch {
   Buffer qg;                             // [B][sQG]  per head [query | gate]
   Buffer q, attn;                        // [B][sQ]
   Buffer k, v;                           // [B][sKV]
+  Buffer attn_part;                      // split-K attention's partials (ops.h attention_split_floats)
   Buffer router;                         // per layer a slice: [B][sNE] logits
   uint64_t router_slice = 0;
   Buffer ids;                            // per layer a slice: [B * k] chosen experts
@@ -145,6 +146,7 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
   if (hp_.n_attn_layers() > 0) {
     s.qg = mk(B * s.sQG), s.q = mk(B * s.sQ), s.attn = mk(B * s.sQ);
     s.k = mk(B * s.sKV), s.v = mk(B * s.sKV);
+    s.attn_part = mk(static_cast<uint64_t>(attention_split_floats(hp_.n_head, hp_.head_dim)));
   }
   s.router_slice = round_up(static_cast<uint64_t>(B * s.sNE) * 4, align);
   s.router = dev_->create_buffer(s.router_slice * hp_.n_layer, MemoryPurpose::Scratch);
@@ -622,7 +624,10 @@ void VulkanExecutor::record_attention(int il, std::span<Pass> passes, const std:
     a.q_row = s.sQ, a.q_head = hd, a.o_row = s.sQ;
     const KvCacheView K{seq.types().k, whole(seq.k_cache(slot)), seq.k_row_bytes(), seq.k_head_bytes()};
     const KvCacheView V{seq.types().v, whole(seq.v_cache(slot)), seq.v_row_bytes(), seq.v_head_bytes()};
-    vulkan::record_attention(*rec_, *dev_, a, scale, rows(s.q, row0[i], s.sQ), K, V, rows(s.attn, row0[i], s.sQ), n_past);
+    // Split-K over the sequence's cache positions (ops.h): the chunks depend on n_ctx only.
+    const AttentionSplit split{whole(s.attn_part), seq.n_ctx()};
+    vulkan::record_attention(*rec_, *dev_, a, scale, rows(s.q, row0[i], s.sQ), K, V, rows(s.attn, row0[i], s.sQ), n_past,
+                             &split);
   }
   // Output gate: attn *= sigmoid(the gate half of each head), then the output projection.
   ElementwiseShape gate{nh * hd, N, s.sQ, s.sQG};
