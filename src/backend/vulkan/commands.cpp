@@ -110,7 +110,7 @@ void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange>
   infos.reserve(buffers.size());
   for (const BufferRange& r : buffers) {
     if (!r.buffer || !*r.buffer) throw VulkanError(fmt::format("dispatch of {}: a binding has no buffer", p.name));
-    const uint64_t bytes = r.bytes ? r.bytes : r.buffer->size() - r.offset;
+    const uint64_t bytes = r.size();
     if (r.offset + bytes > r.buffer->size() || bytes == 0)
       throw VulkanError(fmt::format("dispatch of {}: binding [{}, +{}) outside a buffer of {} bytes", p.name, r.offset,
                                     bytes, r.buffer->size()));
@@ -135,17 +135,16 @@ void CommandList::dispatch(const Pipeline& p, std::initializer_list<BufferRange>
   // A barrier first where this dispatch depends on an op since the last one (commands.h). The
   // tracking also runs when every dispatch gets a barrier, to count the ones it would keep.
   if (!skip_barriers_) {
+    const auto span = [&](size_t i) { return Span{infos[i].buffer, infos[i].offset, infos[i].offset + infos[i].range}; };
+    const auto written = [&](size_t i) { return (p.written >> i & 1u) != 0; };
     bool hazard = false;
-    for (size_t i = 0; i < infos.size() && !hazard; ++i) {
-      const Span s{infos[i].buffer, infos[i].offset, infos[i].offset + infos[i].range};
-      hazard = overlaps(writes_, s) || ((p.written >> i & 1u) && overlaps(reads_, s));
-    }
+    for (size_t i = 0; i < infos.size() && !hazard; ++i)
+      hazard = overlaps(writes_, span(i)) || (written(i) && overlaps(reads_, span(i)));
     if (hazard) {
       if (barrier_every_) forget_pending();
       else barrier();
     }
-    for (size_t i = 0; i < infos.size(); ++i)
-      ((p.written >> i & 1u) ? writes_ : reads_).push_back({infos[i].buffer, infos[i].offset, infos[i].offset + infos[i].range});
+    for (size_t i = 0; i < infos.size(); ++i) (written(i) ? writes_ : reads_).push_back(span(i));
   }
   f.vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   f.vkCmdBindDescriptorSets(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);

@@ -57,6 +57,7 @@ struct BufferRange {
   const Buffer* buffer = nullptr;
   uint64_t offset = 0;
   uint64_t bytes = 0;  // 0: to the end of the buffer
+  uint64_t size() const { return bytes ? bytes : buffer->size() - offset; }  // the bytes it spans
 };
 inline BufferRange whole(const Buffer& b) { return {&b, 0, 0}; }
 

@@ -66,9 +66,15 @@ struct ElementwisePush {
   uint32_t n, rows, y_row, x_row, seg, x_seg, x_off, mode;
 };
 
+NormPush norm_push(const NormShape& s, NormMode mode, float eps, float post) {
+  return {u32(s.n, "n"),         u32(s.heads, "heads"),   u32(s.x_row, "x_row"), u32(s.x_head, "x_head"),
+          u32(s.y_row, "y_row"), u32(s.y_head, "y_head"), eps,                   post,
+          static_cast<uint32_t>(mode)};
+}
+
 void check_word(const DeviceWord& w, const char* op) {
   if (!w.words.buffer || !*w.words.buffer) throw VulkanError(fmt::format("{}: no buffer holds n_past", op));
-  const uint64_t bytes = w.words.bytes ? w.words.bytes : w.words.buffer->size() - w.words.offset;
+  const uint64_t bytes = w.words.size();
   if ((static_cast<uint64_t>(w.index) + 1) * 4 > bytes)
     throw VulkanError(fmt::format("{}: n_past at word {} of a binding of {} bytes", op, w.index, bytes));
 }
@@ -195,20 +201,14 @@ void record_rms_norm(CommandList& cl, Device& dev, const NormShape& s, NormMode 
                      BufferRange w, BufferRange z, BufferRange y) {
   if (s.n < 1 || s.tokens < 1 || s.heads < 1) throw VulkanError("rms_norm: empty shape");
   const Pipeline& p = dev.pipelines().get("rms_norm", 4, sizeof(NormPush));
-  const NormPush push{u32(s.n, "n"),         u32(s.heads, "heads"),   u32(s.x_row, "x_row"), u32(s.x_head, "x_head"),
-                      u32(s.y_row, "y_row"), u32(s.y_head, "y_head"), eps,                   post,
-                      static_cast<uint32_t>(mode)};
-  cl.dispatch(p, {x, w, z, y}, push, groups(s.tokens * s.heads, 1, "rms_norm"));
+  cl.dispatch(p, {x, w, z, y}, norm_push(s, mode, eps, post), groups(s.tokens * s.heads, 1, "rms_norm"));
 }
 
 void record_add_rms_norm(CommandList& cl, Device& dev, const NormShape& s, float eps, BufferRange x, BufferRange r,
                          BufferRange w, BufferRange y) {
   if (s.n < 1 || s.tokens < 1 || s.heads != 1) throw VulkanError("add_rms_norm: empty shape or more than one head a row");
   const Pipeline& p = dev.pipelines().get("rms_norm_add", 4, sizeof(NormPush));
-  const NormPush push{u32(s.n, "n"),         u32(s.heads, "heads"),   u32(s.x_row, "x_row"), u32(s.x_head, "x_head"),
-                      u32(s.y_row, "y_row"), u32(s.y_head, "y_head"), eps,                   1.0f,
-                      static_cast<uint32_t>(NormMode::Weighted)};
-  cl.dispatch(p, {x, w, r, y}, push, groups(s.tokens, 1, "rms_norm_add"));
+  cl.dispatch(p, {x, w, r, y}, norm_push(s, NormMode::Weighted, eps, 1.0f), groups(s.tokens, 1, "rms_norm_add"));
 }
 
 void record_rope_neox(CommandList& cl, Device& dev, const RopeShape& s, BufferRange x, BufferRange table) {
@@ -281,7 +281,7 @@ void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, flo
     return;
   }
   const uint64_t need = static_cast<uint64_t>(attention_split_floats(s.n_head, s.head_dim)) * 4;
-  const uint64_t have = split->partials.bytes ? split->partials.bytes : split->partials.buffer->size() - split->partials.offset;
+  const uint64_t have = split->partials.size();
   if (have < need)
     throw VulkanError(fmt::format("attention: split scratch of {} bytes, {} needed", have, need));
   // Groups of kAttentionSplitTokens query tokens share the scratch: split, then merge, per group.
