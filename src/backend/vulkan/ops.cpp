@@ -156,7 +156,8 @@ void record_quantize_q8_k(CommandList& cl, Device& dev, BufferRange x, int64_t r
                                   q8_kind_name(a.kind), a.rows, a.cols));
   const Pipeline& p = dev.pipelines().get("quantize_q8_k_activation", 3, sizeof(QuantizePush));
   const QuantizePush push{u32(cols, "cols"), u32(rows, "rows"), u32(x_stride, "x_stride")};
-  cl.dispatch(p, {x, whole(a.quants), whole(a.scales)}, push, groups(rows * (cols / 256), 64, "quantize_q8_k"));
+  cl.dispatch(p, {x, whole(a.quants), whole(a.scales)}, push, groups(cols / 256, 1, "quantize_q8_k (super-blocks)"),
+              groups(rows, 1, "quantize_q8_k (rows)"));
 }
 
 void record_quantize(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t cols, int64_t x_stride,

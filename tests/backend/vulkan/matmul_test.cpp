@@ -261,6 +261,7 @@ TEST_F(MatmulTest, QuantizedQ8_KActivationsMatchTheCpuQuantiser) {
   for (int j = 0; j < 256; ++j) x[256 + j] = 0.0f;          // an all-zero super-block: d = 0, q = 0
   x[3 * 256 + 7] = 5.0f, x[3 * 256 + 9] = -5.0f;           // a tie of magnitudes: the first wins (-127)
   x[4 * 256 + 1] = -4.0f;                                   // a negative maximum
+  x[2 * 256 + 2] = -6.0f, x[2 * 256 + 250] = 6.0f;        // a tie across the device's halves: the first wins
   Buffer xb = to_device(dev(), x);
   Q8Activations q8 = make_q8_activations(dev(), rows, cols, Q8Kind::Q8_K);
   CommandList cl(dev());
@@ -287,6 +288,8 @@ TEST_F(MatmulTest, QuantizedQ8_KActivationsMatchTheCpuQuantiser) {
   }
   EXPECT_EQ(cpu[1].d, 0.0f);
   EXPECT_EQ(static_cast<int8_t>(qw[3 * 64 + 1] >> 24), -127);  // value 7 of super-block 3
+  EXPECT_EQ(static_cast<int8_t>(qw[2 * 64 + 0] >> 16), -127);  // value 2 of super-block 2
+  EXPECT_EQ(static_cast<int8_t>(qw[2 * 64 + 62] >> 16), 127);  // value 250
   EXPECT_LE(q_diff, nb * 256 / 1000) << q_diff << " quants differ";
   std::printf("quantize_q8_k: %lld of %lld quants differ by one\n", static_cast<long long>(q_diff),
               static_cast<long long>(nb * 256));

@@ -283,6 +283,75 @@ TEST_F(MoeTest, DecodeStepLaunchesOnlyTheRoutedExpertsAcrossChunks) {
     }
 }
 
+// The rows routed to one expert, in several tiles of 8: each row's product is bitwise the one the
+// token gets routed alone (batch invariance), and agrees with the CPU twin. Rows of up to 64
+// blocks take the path that decodes an invocation's block once for all the expert's rows; longer
+// rows (and float weights) the path that reads the weights per tile: both are checked.
+void check_expert_rows(Device& dev, DType wt, int64_t E) {
+  const int NE = 4, T = 21, k = 2, ff = 24;
+  const bool quant = reads_q8_activations(wt);
+  std::vector<HostMatrix> w;
+  std::vector<kernels::MatRef> refs;
+  for (int e = 0; e < NE; ++e) w.push_back(random_matrix(wt, ff, E, 900 + e, 0.3f));
+  for (const HostMatrix& m : w) refs.push_back(m.ref);
+  Buffer b = dev.create_buffer(device_experts_bytes(refs[0], NE), MemoryPurpose::Weights);
+  const DeviceExperts ex = upload_experts(dev, refs.data(), NE, b, 0);
+  const std::vector<float> h = random_floats(static_cast<size_t>(T) * E, 910, -1.5f, 1.5f);
+  // Every token's first slot goes to expert 2 (21 rows: tiles of 8, 8, 5), its second to t % 4
+  // except 2 (expert 2 is routed once per token).
+  auto route = [&](int t0, int n) {
+    std::vector<int32_t> ids;
+    for (int t = t0; t < t0 + n; ++t) {
+      ids.push_back(2);
+      ids.push_back(t % NE == 2 ? 3 : t % NE);
+    }
+    return ids;
+  };
+  auto run = [&](int t0, int n) {
+    const std::vector<int32_t> groups = group_ref(route(t0, n), n, NE, k);
+    Buffer hb = to_device(dev, std::vector<float>(h.begin() + t0 * E, h.begin() + (t0 + n) * E));
+    Buffer gb = to_device(dev, groups);
+    Buffer y = dev.create_buffer(static_cast<uint64_t>(n) * k * ff * 4, MemoryPurpose::Scratch);
+    Q8Activations q8;
+    if (quant) q8 = make_q8_activations(dev, n, E, activation_kind(wt));
+    CommandList cl(dev);
+    cl.begin();
+    if (quant) record_quantize(cl, dev, whole(hb), n, E, E, q8);
+    record_matmul_experts(cl, dev, ex, whole(hb), E, quant ? &q8 : nullptr, whole(gb), n * k, true, whole(y), ff);
+    cl.end();
+    cl.run();
+    // Expert 2's rows, in token order (the grouping keeps it).
+    const std::vector<float> all = from_device<float>(dev, y, static_cast<size_t>(n) * k * ff);
+    return std::vector<float>(all.begin() + groups[NE + 2] * ff, all.begin() + (groups[NE + 2] + groups[2]) * ff);
+  };
+  const std::vector<float> together = run(0, T);
+  ASSERT_EQ(together.size(), static_cast<size_t>(T) * ff);
+  const std::vector<float> ref = cpu_linear(refs[2], h.data(), T);
+  for (int t = 0; t < T; ++t) {
+    const std::vector<float> alone = run(t, 1);
+    for (int o = 0; o < ff; ++o)
+      ASSERT_EQ(together[static_cast<size_t>(t) * ff + o], alone[o])
+          << dtype_name(wt) << " " << E << " columns: token " << t << " output " << o;
+  }
+  const double e = nmse(together.data(), ref.data(), ref.size());
+  EXPECT_LE(e, quant ? 5e-4 : 1e-7) << dtype_name(wt) << " " << E << " columns";
+  std::printf("%s, %lld columns (%s): 21 rows on one expert bitwise each row alone, NMSE %.3g\n",
+              std::string(dtype_name(wt)).c_str(), static_cast<long long>(E),
+              quant && E / 32 <= 64 ? "block held for all rows" : "weights read per tile", e);
+}
+
+TEST_F(MoeTest, RowsOnOneExpertAcrossTilesAreEachTheRowAlone) {
+  check_expert_rows(dev(), DType::Q4_0, 512);   // 16 blocks: held
+  check_expert_rows(dev(), DType::Q4_0, 4096);  // 128 blocks: per tile
+  check_expert_rows(dev(), DType::Q8_0, 2048);  // 64 blocks: held
+  check_expert_rows(dev(), DType::Q4_K, 256);
+  check_expert_rows(dev(), DType::Q4_K, 2304);  // 72 blocks: per tile
+  check_expert_rows(dev(), DType::Q6_K, 512);
+  check_expert_rows(dev(), DType::Q2_K, 256);
+  check_expert_rows(dev(), DType::Q5_1, 96);    // 3 blocks in 4 lanes
+  check_expert_rows(dev(), DType::F32, 300);
+}
+
 TEST_F(MoeTest, SwigluMatchesTheReference) {
   const int64_t rows = 3, n = 77, stride = 80;
   std::vector<float> g = random_floats(static_cast<size_t>(rows * stride), 61, -6.0f, 6.0f);
