@@ -252,9 +252,14 @@ uint64_t CommandList::submit() {
   return last_submit_;
 }
 
-void CommandList::run() {
-  dev_.wait(submit());
+void CommandList::wait() {
+  if (last_submit_) dev_.wait(last_submit_);
   collect_profile();
+}
+
+void CommandList::run() {
+  submit();
+  wait();
 }
 
 }  // namespace clover::vulkan

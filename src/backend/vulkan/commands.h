@@ -51,6 +51,8 @@ class CommandList {
   // Submits the recorded list (waiting first if its previous submission is still running) and
   // returns the timeline value; run() also waits for it.
   uint64_t submit();
+  // Waits for the last submission (and reads its profile); run() is submit() then wait().
+  void wait();
   void run();
   uint32_t dispatches() const { return n_sets_; }
   uint32_t barriers() const { return n_barriers_; }  // pipeline barriers in the recording

@@ -3,7 +3,8 @@
 // the tiny model (none, --n-cpu-moe 1..all, --cpu-moe, an override; per expert: half a layer's
 // experts, experts {0, 3, 5} of a layer, a budget's boundary layer): logits within the bounds of
 // executor_test.cpp, the device's weight account smaller by exactly the experts kept in RAM and
-// equal to the planner's, denoising passes, and guess-then-verify equal to AR within the backend.
+// equal to the planner's, denoising passes, guess-then-verify equal to AR within the backend, and
+// the CPU's experts computed beside the device's part of the layer bitwise as the serial twin.
 // Validation layer on, zero messages. Label `vulkan`; the tiny model keeps it short on lavapipe.
 #include <gtest/gtest.h>
 
@@ -225,6 +226,52 @@ TEST_P(VulkanHybridDecode, DenoisingPassesAndGuessThenVerifyWithExpertsInRam) {
 
 INSTANTIATE_TEST_SUITE_P(Placements, VulkanHybridDecode, ::testing::Values("layers", "experts"),
                          [](const auto& i) { return i.param; });
+
+// The CPU computes the experts in RAM while the device runs the layer's shared expert and its own
+// experts: the same logits and state, bit for bit, as the plain twin in which each waits for the
+// other (Options::overlap_host_experts = false), one overlapped step per layer with experts in RAM
+// and pass; for whole layers in RAM, a split layer (the device's experts run beside the CPU's),
+// and experts streamed to the device beside the device's part (--stream-experts 6).
+TEST(VulkanHybridOverlap, CpuExpertsBesideTheDevicePartAreBitwiseTheSerialTwin) {
+  TempDir d;
+  auto m = tiny_model(d, DType::Q4_0);
+  const int V = m->hp().n_vocab;
+  const std::vector<int32_t> toks = testing::random_tokens(40, V, 11);
+  struct Case {
+    vulkan::ExpertsOnHost on_host;
+    int stream_rows, hybrid_layers;
+  };
+  const std::vector<Case> cases{{placement_of(*m, 2, false), 0, 2},
+                                {placement_of(*m, 0, false, R"(blk\.1\.ffn_.*_exps\.[0-3]$=cpu)"), 0, 1},
+                                {placement_of(*m, 0, true), 6, 4}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(describe(c.on_host));
+    auto opts = test_options(64, c.on_host, c.stream_rows);
+    if (!opts) GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers)";
+    auto serial_opts = *opts;
+    serial_opts.overlap_host_experts = false;
+    vulkan::VulkanExecutor beside(*m, *opts), serial(*m, serial_opts);
+    std::vector<float> lb(toks.size() * V), ls(toks.size() * V);
+    auto sb = beside.new_sequence(64, {}), ss = serial.new_sequence(64, {});
+    Pass pb = Pass::causal(*sb, toks, LogitRows::All, lb.data()), ps = Pass::causal(*ss, toks, LogitRows::All, ls.data());
+    beside.run(pb);
+    serial.run(ps);
+    EXPECT_EQ(lb, ls);
+    EXPECT_EQ(sb->committed_state(), ss->committed_state());
+    // A decode step too (one row per expert: recorded as its own shape).
+    const std::vector<int32_t> one{toks[3]};
+    std::vector<float> db(V), ds(V);
+    Pass qb = Pass::causal(*sb, one, LogitRows::Last, db.data()), qs = Pass::causal(*ss, one, LogitRows::Last, ds.data());
+    beside.run(qb);
+    serial.run(qs);
+    EXPECT_EQ(db, ds);
+    EXPECT_EQ(beside.overlapped_host_steps(), 2u * c.hybrid_layers);
+    EXPECT_EQ(serial.overlapped_host_steps(), 0u);
+    if (c.stream_rows) EXPECT_GT(beside.streamed_experts(), 0u);
+    expect_silent_validation(beside);
+    expect_silent_validation(serial);
+  }
+}
 
 // Batch invariance with experts in RAM: two sequences' passes stacked into one give each the
 // logits and state it gets alone, bit for bit (the CPU runner's rows do not depend on each other).

@@ -27,9 +27,12 @@ class HostExperts {
   const float* down_rows() const { return runner_.out(0); }
   int n_threads() const { return pool_.size(); }
 
-  // Host copies of the device rows the runner reads (hybrid_moe.cpp).
+  // Host copies of the device rows the runner reads, and the pass's split of the experts in RAM
+  // into those the CPU computes and those streamed to the device (hybrid_moe.cpp).
   std::vector<float> rows_in, x;
   std::vector<int32_t> groups;
+  std::vector<bool> cpu;
+  std::vector<int> streamed;
 
  private:
   const model::Model& model_;

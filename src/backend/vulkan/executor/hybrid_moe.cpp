@@ -1,11 +1,11 @@
 // The split point of a hybrid pass: a layer with routed experts in host RAM (all of them, or some:
 // per-expert placement).
 //
-//   device:  router -> top-k ids and weights -> groups;  shared expert;  the experts the device
-//            holds over their routed rows  (recorded before the split)
-//   host:    (a host step after the recorded segment) read back h [N][E] and the groups; the CPU expert runner
-//            computes down_e(silu(gate_e h) * up_e h) for every row routed to an expert in RAM
-//            (backend/cpu/experts.h)
+//   device:  router -> top-k ids and weights -> groups  (a segment of its own)
+//   host:    read back h [N][E] and the groups, then, while the device runs the shared expert and
+//            the experts it holds over their routed rows (the next segment), the CPU expert
+//            runner computes down_e(silu(gate_e h) * up_e h) for every row routed to an expert in
+//            RAM (backend/cpu/experts.h)
 //            (--stream-experts N: an expert in RAM with N or more rows is uploaded to staging and
 //            computed by the device instead, stream_experts())
 //   device:  those rows go up into the buffer the device's experts write (rows are grouped by
@@ -64,53 +64,70 @@ uint64_t VulkanExecutor::stream_experts(int il, int N, const std::vector<int>& e
   return cl.submit();
 }
 
-void VulkanExecutor::run_host_experts(int il, int N, const MoeRows& r) {
-  // The pass splits here (recorded_pass.h): the host step runs after the segment recorded so far
-  // each time the recording is submitted. What it captures is the same for every submission: the
-  // layer and the token count are part of the recording's key, the buffers are the executor's
-  // scratch.
-  split_pass([this, il, N, r] {
-    HostExperts& hx = *host_experts_;
-    const int64_t E = hp_.n_embd, k = hp_.n_expert_used;
-    const int NE = hp_.n_expert;
-    hx.groups.resize(static_cast<size_t>(moe_group_ints(NE, N, k)));
-    dev_->download(*r.groups, 0, hx.groups.data(), hx.groups.size() * sizeof(int32_t));
-    const int32_t* count = hx.groups.data();
-    const int32_t* first = count + NE;
-    // Experts in RAM with stream_rows_ or more rows: streamed to the device, a staging buffer's
-    // worth at a time; the last batch runs while the CPU computes the others.
-    const std::vector<bool>& on_host = w_.layers[il].expert_on_host;
-    std::vector<bool> cpu = on_host;
-    std::vector<int> streamed;
-    for (int e = 0; e < NE && stream_rows_ > 0; ++e)
-      if (on_host[e] && count[e] >= stream_rows_) streamed.push_back(e), cpu[e] = false;
-    uint64_t pending = 0;
-    for (size_t b0 = 0; b0 < streamed.size(); b0 += backend::kStreamedExperts) {
-      if (pending) dev_->wait(pending);
-      const auto b1 = streamed.begin() + static_cast<std::ptrdiff_t>(std::min(streamed.size(), b0 + backend::kStreamedExperts));
-      pending = stream_experts(il, N, std::vector<int>(streamed.begin() + static_cast<std::ptrdiff_t>(b0), b1), r);
-    }
-    hx.rows_in.resize(static_cast<size_t>(N) * r.sE);
-    dev_->download(*r.h, 0, hx.rows_in.data(), hx.rows_in.size() * sizeof(float));
-    hx.x.resize(static_cast<size_t>(N) * E);
-    for (int t = 0; t < N; ++t)
-      std::memcpy(&hx.x[static_cast<size_t>(t) * E], &hx.rows_in[static_cast<size_t>(t) * r.sE], E * sizeof(float));
-    hx.run(il, hx.x.data(), N, hx.groups.data(), cpu);
-    if (pending) dev_->wait(pending);
-    // Ranges of routed rows [first[e], first[e] + count[e]) of consecutive experts the CPU
-    // computed (an expert no row goes to does not break a range).
-    for (int e = 0; e < NE;) {
-      if (!cpu[e] || count[e] == 0) {
-        ++e;
-        continue;
-      }
-      const int64_t r0 = first[e];
-      int64_t r1 = r0;
-      for (; e < NE && (cpu[e] || count[e] == 0); ++e) r1 = first[e] + count[e];
-      dev_->upload(*r.d, static_cast<uint64_t>(r0) * E * sizeof(float), hx.down_rows() + r0 * E,
-                   static_cast<uint64_t>(r1 - r0) * E * sizeof(float));
-    }
-  });
+void VulkanExecutor::run_host_experts(int il, int N, const MoeRows& r, const std::function<void()>& record_device_part) {
+  // The pass splits twice here (recorded_pass.h). What the steps capture is the same for every
+  // submission: the layer and the token count are part of the recording's key, the buffers are
+  // the executor's scratch, the host copies HostExperts'.
+  //   1. After the routing (host_step): read the groups and the input rows; choose the experts
+  //      to stream.
+  //   2. Beside the next segment, the device's part of the layer (beside_next): stream, compute
+  //      on the CPU, upload the down rows into d, whose rows of the device's experts that segment
+  //      writes (disjoint rows; uploads and streamed lists are ordered after it by its closing
+  //      barrier).
+  //   3. The combine, after both: a split with no host work.
+  split_pass(
+      [this, il, N, r] {
+        HostExperts& hx = *host_experts_;
+        const int64_t E = hp_.n_embd, k = hp_.n_expert_used;
+        const int NE = hp_.n_expert;
+        hx.groups.resize(static_cast<size_t>(moe_group_ints(NE, N, k)));
+        dev_->download(*r.groups, 0, hx.groups.data(), hx.groups.size() * sizeof(int32_t));
+        const int32_t* count = hx.groups.data();
+        // Experts in RAM with stream_rows_ or more rows are streamed to the device.
+        const std::vector<bool>& on_host = w_.layers[il].expert_on_host;
+        hx.cpu = on_host;
+        hx.streamed.clear();
+        for (int e = 0; e < NE && stream_rows_ > 0; ++e)
+          if (on_host[e] && count[e] >= stream_rows_) hx.streamed.push_back(e), hx.cpu[e] = false;
+        hx.rows_in.resize(static_cast<size_t>(N) * r.sE);
+        dev_->download(*r.h, 0, hx.rows_in.data(), hx.rows_in.size() * sizeof(float));
+        hx.x.resize(static_cast<size_t>(N) * E);
+        for (int t = 0; t < N; ++t)
+          std::memcpy(&hx.x[static_cast<size_t>(t) * E], &hx.rows_in[static_cast<size_t>(t) * r.sE], E * sizeof(float));
+      },
+      [this, il, N, r] {
+        HostExperts& hx = *host_experts_;
+        const int64_t E = hp_.n_embd;
+        const int NE = hp_.n_expert;
+        const int32_t* count = hx.groups.data();
+        const int32_t* first = count + NE;
+        // Streamed experts a staging buffer's worth at a time; the last batch runs while the CPU
+        // computes the others.
+        uint64_t pending = 0;
+        for (size_t b0 = 0; b0 < hx.streamed.size(); b0 += backend::kStreamedExperts) {
+          if (pending) dev_->wait(pending);
+          const auto b1 = hx.streamed.begin() +
+                          static_cast<std::ptrdiff_t>(std::min(hx.streamed.size(), b0 + backend::kStreamedExperts));
+          pending = stream_experts(il, N, std::vector<int>(hx.streamed.begin() + static_cast<std::ptrdiff_t>(b0), b1), r);
+        }
+        hx.run(il, hx.x.data(), N, hx.groups.data(), hx.cpu);
+        if (pending) dev_->wait(pending);
+        // Ranges of routed rows [first[e], first[e] + count[e]) of consecutive experts the CPU
+        // computed (an expert no row goes to does not break a range).
+        for (int e = 0; e < NE;) {
+          if (!hx.cpu[e] || count[e] == 0) {
+            ++e;
+            continue;
+          }
+          const int64_t r0 = first[e];
+          int64_t r1 = r0;
+          for (; e < NE && (hx.cpu[e] || count[e] == 0); ++e) r1 = first[e] + count[e];
+          dev_->upload(*r.d, static_cast<uint64_t>(r0) * E * sizeof(float), hx.down_rows() + r0 * E,
+                       static_cast<uint64_t>(r1 - r0) * E * sizeof(float));
+        }
+      });
+  record_device_part();
+  split_pass(nullptr);
 }
 
 }  // namespace clover::vulkan

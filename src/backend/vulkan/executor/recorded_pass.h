@@ -25,7 +25,8 @@
 namespace clover::vulkan {
 
 // A pass as recorded: command lists submitted in order, each waited for before the host's part
-// after it (reading a chunk of head rows, whose scratch the next chunk reuses; a host step).
+// after it (reading a chunk of head rows, whose scratch the next chunk reuses; a host step), and
+// host work that runs beside the next list (submitted before it starts, waited for after it).
 struct RecordedPass {
   struct Segment {
     std::unique_ptr<CommandList> list;
@@ -34,6 +35,10 @@ struct RecordedPass {
     // and write the executor's scratch, never the pass's own arguments, which change between
     // submissions of the same recording.
     std::function<void()> host_step;
+    // Host work run after host_step while the next segment executes on the device (experts in
+    // RAM computed beside the device's own experts and the shared expert): it must not touch what
+    // the next segment reads or writes, and what it uploads is for the segments after that.
+    std::function<void()> beside_next;
   };
   std::vector<Segment> segments;  // [0, used) are the recording's; any after are kept for reuse
   size_t used = 0;

@@ -181,6 +181,8 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
     cache_ = std::make_unique<PassCache>(static_cast<size_t>(std::max(1, opts.recorded_passes)));
   if (any_on_host)
     host_experts_ = std::make_unique<HostExperts>(model, max_batch_, opts.n_threads);
+  const char* serial = std::getenv("CLOVER_VK_HOST_EXPERTS_SERIAL");
+  overlap_host_ = opts.overlap_host_experts && !(serial && *serial && std::string(serial) != "0");
   if (any_on_host && opts.stream_rows > 0) {
     // Staging for kStreamedExperts experts of the largest layer with experts in RAM.
     stream_rows_ = opts.stream_rows;
@@ -392,11 +394,22 @@ void VulkanExecutor::run_stacked(std::span<Pass> passes) {
       throw;
     }
   }
+  bool submitted = false;  // segment i already submitted (beside the previous one's host work)
   for (size_t i = 0; i < r->used; ++i) {
     RecordedPass::Segment& seg = r->segments[i];
-    seg.list->run();
+    if (!submitted) seg.list->submit();
+    seg.list->wait();
+    submitted = false;
     if (seg.head_chunk >= 0) read_head_chunk(want, static_cast<size_t>(seg.head_chunk));
     if (seg.host_step) seg.host_step();
+    if (seg.beside_next) {
+      if (overlap_host_ && i + 1 < r->used) {
+        r->segments[i + 1].list->submit();
+        submitted = true;
+        ++overlapped_;
+      }
+      seg.beside_next();
+    }
   }
 
   // Statistics (and the routing trace) from the routing ids of every layer ([layer][N * k] in
@@ -439,13 +452,16 @@ void VulkanExecutor::begin_segment() {
   RecordedPass::Segment& seg = r.segments[r.used++];
   seg.head_chunk = -1;
   seg.host_step = nullptr;
+  seg.beside_next = nullptr;
   rec_ = seg.list.get();
   rec_->begin();
 }
 
-void VulkanExecutor::split_pass(std::function<void()> host_step) {
+void VulkanExecutor::split_pass(std::function<void()> host_step, std::function<void()> beside_next) {
   rec_->end();
-  recording_->segments[recording_->used - 1].host_step = std::move(host_step);
+  RecordedPass::Segment& seg = recording_->segments[recording_->used - 1];
+  seg.host_step = std::move(host_step);
+  seg.beside_next = std::move(beside_next);
   begin_segment();
 }
 
@@ -647,35 +663,50 @@ void VulkanExecutor::record_moe(int il, int N) {
       quantize(need(L.router) | need(L.shared_gate_inp) | need(L.shared_gate) | need(L.shared_up) |
                    need(L.gate_exps) | need(L.up_exps),
                whole(s.h), N, E, s.sE);
+  // The shared expert's first products (they read h only), and the rest of the layer's device
+  // work once the rows are grouped: the shared expert's swiglu and down product, the routed
+  // experts the device holds (gate and up read each routed row's token; down reads the routed
+  // rows).
+  const auto shared_first = [&] {
+    matmul(L.shared_gate, whole(s.h), s.sE, q8, N, whole(s.gs), s.sFS);
+    matmul(L.shared_up, whole(s.h), s.sE, q8, N, whole(s.us), s.sFS);
+    matmul(L.shared_gate_inp, whole(s.h), s.sE, q8, N, whole(s.gamma), 1);
+  };
+  const auto shared_rest_and_device_experts = [&] {
+    record_swiglu(*rec_, *dev_, whole(s.gs), whole(s.us), N, fs, s.sFS);
+    const QuantActs q8s = quantize(need(L.shared_down), whole(s.gs), N, fs, s.sFS, /*slot=*/1);
+    if (L.experts_on_device) {
+      record_matmul_experts(*rec_, *dev_, L.gate_exps, whole(s.h), s.sE, q8.for_type(L.gate_exps.type), whole(s.groups),
+                            N * k, true, whole(s.g), s.sFF);
+      record_matmul_experts(*rec_, *dev_, L.up_exps, whole(s.h), s.sE, q8.for_type(L.up_exps.type), whole(s.groups),
+                            N * k, true, whole(s.u), s.sFF);
+    }
+    matmul(L.shared_down, whole(s.gs), s.sFS, q8s, N, whole(s.ds), E);
+    if (L.experts_on_device) {
+      record_swiglu(*rec_, *dev_, whole(s.g), whole(s.u), N * k, ff, s.sFF);
+      const QuantActs q8g = quantize(need(L.down_exps), whole(s.g), N * k, ff, s.sFF);
+      record_matmul_experts(*rec_, *dev_, L.down_exps, whole(s.g), s.sFF, q8g.for_type(L.down_exps.type),
+                            whole(s.groups), N * k, false, whole(s.d), E);
+    }
+  };
   // Recorded in the order that lets independent products share a barrier (commands.h: a barrier
-  // goes in only where a dispatch depends on one since the last): the shared expert's chain runs
-  // beside routing (router, top-k, grouping), its down product beside the experts' gate and up.
-  // The same dispatches as one after another, so the same bits.
+  // goes in only where a dispatch depends on one since the last): the shared expert's first
+  // products beside the router, its down product beside the experts' gate and up. The same
+  // dispatches in any order give the same bits.
   matmul(L.router, whole(s.h), s.sE, q8, N, router, s.sNE);
-  matmul(L.shared_gate, whole(s.h), s.sE, q8, N, whole(s.gs), s.sFS);
-  matmul(L.shared_up, whole(s.h), s.sE, q8, N, whole(s.us), s.sFS);
-  matmul(L.shared_gate_inp, whole(s.h), s.sE, q8, N, whole(s.gamma), 1);
+  if (L.n_host_experts == 0) shared_first();
   record_moe_router(*rec_, *dev_, router, N, NE, k, s.sNE, ids, whole(s.wts));
-  record_swiglu(*rec_, *dev_, whole(s.gs), whole(s.us), N, fs, s.sFS);
   record_moe_group(*rec_, *dev_, ids, N, NE, k, whole(s.groups));
-  const QuantActs q8s = quantize(need(L.shared_down), whole(s.gs), N, fs, s.sFS, /*slot=*/1);
-  // The routed experts the device holds: gate and up read each routed row's token; down reads the
-  // routed rows.
-  if (L.experts_on_device) {
-    record_matmul_experts(*rec_, *dev_, L.gate_exps, whole(s.h), s.sE, q8.for_type(L.gate_exps.type), whole(s.groups),
-                          N * k, true, whole(s.g), s.sFF);
-    record_matmul_experts(*rec_, *dev_, L.up_exps, whole(s.h), s.sE, q8.for_type(L.up_exps.type), whole(s.groups), N * k,
-                          true, whole(s.u), s.sFF);
+  if (L.n_host_experts == 0) {
+    shared_rest_and_device_experts();
+  } else {
+    // Experts in host RAM: the pass splits after the routing, and the device's part of the layer
+    // runs while the CPU computes their routed rows (hybrid_moe.cpp).
+    run_host_experts(il, N, {&s.h, &s.groups, &s.g, &s.u, &s.d, s.sE, s.sFF}, [&] {
+      shared_first();
+      shared_rest_and_device_experts();
+    });
   }
-  matmul(L.shared_down, whole(s.gs), s.sFS, q8s, N, whole(s.ds), E);
-  if (L.experts_on_device) {
-    record_swiglu(*rec_, *dev_, whole(s.g), whole(s.u), N * k, ff, s.sFF);
-    const QuantActs q8g = quantize(need(L.down_exps), whole(s.g), N * k, ff, s.sFF);
-    record_matmul_experts(*rec_, *dev_, L.down_exps, whole(s.g), s.sFF, q8g.for_type(L.down_exps.type), whole(s.groups),
-                          N * k, false, whole(s.d), E);
-  }
-  // Experts in host RAM: the pass splits here and the CPU computes their routed rows (hybrid_moe.cpp).
-  if (L.n_host_experts > 0) run_host_experts(il, N, {&s.h, &s.groups, &s.g, &s.u, &s.d, s.sE, s.sFF});
   record_moe_combine(*rec_, *dev_, whole(s.d), whole(s.ds), whole(s.wts), whole(s.groups), whole(s.gamma), 1, N, NE, k, E,
                      whole(s.y), s.sE);
 }

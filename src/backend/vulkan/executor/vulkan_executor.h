@@ -66,6 +66,10 @@ class VulkanExecutor final : public backend::Executor {
     // An expert in RAM that this many rows of a pass or more are routed to is uploaded into a
     // staging buffer and computed on the device (hybrid_moe.cpp); 0: never.
     int stream_rows = 0;
+    // The CPU computes the experts in RAM while the device runs the layer's shared expert and its
+    // own experts (hybrid_moe.cpp); false (also CLOVER_VK_HOST_EXPERTS_SERIAL=1): the device waits
+    // for the CPU and the other way round, the plain twin the tests compare bit for bit.
+    bool overlap_host_experts = true;
     std::string placement;          // the placement in words (backend::Placement::describe)
     // Layers [first_layer, n_layer) and the head only: the back part of a layer split
     // (backend/layer_split.h), run by run_back(); the earlier layers' weights are not uploaded and
@@ -102,6 +106,9 @@ class VulkanExecutor final : public backend::Executor {
   std::string memory_summary() const;
   // Experts in RAM streamed to the device and computed there so far (Options::stream_rows).
   uint64_t streamed_experts() const { return stream_ ? stream_->streamed : 0; }
+  // Host steps that ran while the device ran the next segment (experts in RAM beside the
+  // device's part of their layer): a statistic for tests.
+  uint64_t overlapped_host_steps() const { return overlapped_; }
 
  private:
   struct Scratch;
@@ -120,25 +127,27 @@ class VulkanExecutor final : public backend::Executor {
                    const std::vector<HeadRow>& want);
   void begin_segment();
   // Ends the segment being recorded with a host step (run after it completes; see RecordedPass)
-  // and begins the next: for a pass that needs the host in its middle.
-  void split_pass(std::function<void()> host_step);
+  // and begins the next: for a pass that needs the host in its middle. beside_next: host work
+  // run while the next segment executes (RecordedPass::Segment).
+  void split_pass(std::function<void()> host_step, std::function<void()> beside_next = nullptr);
   void record_layer(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
   void record_gdn(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
   void record_attention(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
   void record_moe(int il, int N);
   void record_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
   void read_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
-  // The split point of a layer with experts in host RAM (hybrid_moe.cpp): runs what was recorded,
-  // computes the rows routed to those experts on the CPU from the device's input rows h and
-  // groups, writes their down rows to d (beside the device's experts' rows) and starts recording
-  // the rest of the pass.
+  // The split points of a layer with experts in host RAM (hybrid_moe.cpp): after the routing, the
+  // host reads the device's input rows h and groups; record_device_part records the layer's
+  // device work that does not need the CPU's rows (the shared expert, the device's own experts),
+  // which runs while the CPU computes the rows routed to experts in RAM and writes their down rows
+  // to d (beside the device's experts' rows); the pass records on from the combine.
   // The MoE scratch a host step reads and writes: input rows h [N][sE], the groups, the routed
   // rows' gate, up [N k][sFF] and down [N k][n_embd] products.
   struct MoeRows {
     const Buffer *h, *groups, *g, *u, *d;
     int64_t sE, sFF;
   };
-  void run_host_experts(int il, int N, const MoeRows& r);
+  void run_host_experts(int il, int N, const MoeRows& r, const std::function<void()>& record_device_part);
   // Uploads `experts` (of layer il, at most backend::kStreamedExperts) into the stream's staging
   // and submits their products over their routed rows into r.g, r.u and r.d; returns the
   // submission's timeline value.
@@ -181,6 +190,8 @@ class VulkanExecutor final : public backend::Executor {
   std::FILE* routing_trace_ = nullptr;
   std::unique_ptr<HostExperts> host_experts_;  // when some layer's experts are in RAM
   int stream_rows_ = 0;                        // Options::stream_rows
+  bool overlap_host_ = true;                   // Options::overlap_host_experts
+  uint64_t overlapped_ = 0;                    // overlapped_host_steps()
   std::unique_ptr<ExpertStream> stream_;       // when stream_rows_ > 0 and experts are in RAM
   std::string placement_;
 };
