@@ -194,7 +194,7 @@ void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRa
     const MatmulPush push{u32(rows, "rows"),        u32(w.cols, "cols"),     u32(n_act, "n_act"),
                           c.lead,                   u32(w.row_stride, "w_stride"), u32(x_stride, "x_stride"),
                           u32(y_stride, "y_stride"), u32(o0, "o0"), 0, 0, 0, 0, 0, 0, lanes};
-    cl.dispatch(p, {c.range, act, scales, y}, push, detail::matmul_row_groups(rows, lanes), groups(n_act, 8, "matmul"));
+    cl.dispatch(p, {c.range, act, scales, y}, push, detail::matmul_row_groups(rows, lanes), groups(n_act, detail::kMatmulActRows, "matmul"));
   }
 }
 

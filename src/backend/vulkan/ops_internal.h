@@ -68,6 +68,10 @@ inline std::string matmul_shader(DType t, bool experts) {
 // lanes: a lane holds at most one unit of a row of up to 64 either way, and the wider tree only
 // adds the idle lanes' exact zeros. It depends on the row length only (batch invariance).
 constexpr uint32_t kMatmulInvocations = 256;
+// Activation rows per workgroup of a dense product (matmul.comp ACT_ROWS_PER_GROUP): four tiles of
+// 8, over which quantised rows of up to 64 blocks are read and decoded once (a 32-position block
+// pass reads each dense weight once, not four times).
+constexpr int64_t kMatmulActRows = 32;
 inline uint32_t matmul_lanes(int64_t cols, bool quantised) {
   const int64_t units = quantised ? cols / 32 : cols;
   uint32_t lanes = 1;

@@ -169,6 +169,30 @@ TEST_F(MatmulTest, IQ4_NLMatchesTheReference) {
 // A weight matrix larger than one binding is split into row chunks that each fit: the limit is
 // lowered so that a small matrix needs several chunks at unaligned row offsets (every other
 // binding of the product stays under the lowered limit too: 2 x 101 outputs).
+// Batch invariance of the dense product: each of 45 activation rows (a group of 32 in tiles of 8,
+// then 13) is bitwise the row multiplied alone, on the path that decodes a block once for the
+// group's rows (up to 64 blocks) and on the one that reads the weights per tile.
+TEST_F(MatmulTest, RowsOfAPassAreEachTheRowAlone) {
+  const std::initializer_list<std::pair<DType, int64_t>> cases = {
+      {DType::Q4_0, 512}, {DType::Q4_0, 4096}, {DType::Q4_K, 512}, {DType::Q6_K, 2304}, {DType::F16, 300}};
+  for (const auto& [t, cols] : cases) {
+    const int64_t rows = 37, n = 45;
+    const HostMatrix m = random_matrix(t, rows, cols, 77);
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * cols), 78);
+    std::vector<float> ref;
+    const std::vector<float> all = run_matmul(dev(), m, x, n, ref);
+    EXPECT_LE(nmse(all.data(), ref.data(), all.size()), reads_q8_activations(t) ? 5e-4 : 1e-7) << dtype_name(t);
+    for (int64_t r = 0; r < n; r += 4) {  // every fourth row: lavapipe time
+      std::vector<float> one_ref;
+      const std::vector<float> one =
+          run_matmul(dev(), m, std::vector<float>(x.begin() + r * cols, x.begin() + (r + 1) * cols), 1, one_ref);
+      for (int64_t o = 0; o < rows; ++o)
+        ASSERT_EQ(all[static_cast<size_t>(r * rows + o)], one[static_cast<size_t>(o)])
+            << dtype_name(t) << " " << cols << " columns: row " << r << " output " << o;
+    }
+  }
+}
+
 TEST_F(MatmulTest, MatrixLargerThanOneBindingIsSplit) {
   for (DType t : {DType::Q4_0, DType::F16, DType::Q5_0, DType::Q6_K}) {
     const int64_t cols = dtype_block_size(t) == 256 ? 256 : 96;  // Q5_0: 66-byte rows, Q6_K: 210

@@ -8,7 +8,8 @@
 // need not be word aligned: 20-, 22-, 110-, 210-byte blocks).
 //
 // Dense grid: x = group of 256 / lanes output rows within the chunk (the host splits W into
-// chunks that fit one binding and 65,535 workgroups), y = tile of 8 activation rows. A workgroup
+// chunks that fit one binding and 65,535 workgroups), y = group of 32 activation rows, walked in
+// tiles of 8 (rows_times_weights: quantised rows of up to 64 blocks are decoded once for all 32). A workgroup
 // of 256 holds 256 / lanes rows of `lanes` invocations each (push `lanes`, ops_internal.h
 // matmul_lanes: a power of two up to 64, one per block of 32 or per value of a row): each row's sum
 // is what a workgroup of its own would give (the same blocks per invocation, the same tree), with
@@ -20,7 +21,7 @@
 // past the chunk's active experts exits at once. The workgroup walks the rows routed to its expert
 // in tiles of 8; quantised rows of up to 64 blocks (every expert of the 35B) are decoded once into
 // registers for all of them, so an expert's weights are read once per pass (longer rows and float
-// weights: once per 8 routed rows).
+// weights: once per 8 routed rows, rows_times_weights).
 //
 // Each of a row's `lanes` invocations takes every lanes-th element (float weights) or block of 32
 // (quantised weights) of the row; the partial sums meet in a shared-memory tree (no subgroup
@@ -84,6 +85,7 @@ const int kIq4nl[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 
 
 const uint NINV = 256;  // invocations per workgroup (ops_internal.h kMatmulInvocations)
 const uint TILE = 8;
+const uint ACT_ROWS_PER_GROUP = 32;  // dense: activation rows per workgroup (ops_internal.h kMatmulActRows)
 shared float partial[TILE][NINV];
 
 #if defined(BLOCK_WEIGHTS)
@@ -378,11 +380,49 @@ void reduce_store(float acc[TILE], uint dst[TILE], uint nr, uint o, bool valid) 
   barrier();  // partial[] is reused by the next tile
 }
 
+// Output row o of the rows [first, first + count) of a workgroup's list (EXPERTS: the rows routed
+// to its expert; dense: its group of activation rows), in tiles of 8. Quantised rows of up to
+// `lanes` blocks (the 35B's: 2,048 and 512 columns): an invocation's one sub-block is read and
+// decoded once and held in registers for every row, so the workgroup reads its weights once
+// however many rows it covers. The sums are those of dot_rows (one block per invocation, added to
+// zero), bit for bit; longer rows and float weights read the weights per tile.
+void rows_times_weights(uint row_off, uint first, uint count, uint o, bool valid) {
+  uint act[TILE], dst[TILE];
+  float acc[TILE];
+#if defined(BLOCK_WEIGHTS)
+  const uint nb = p.cols / 32u, tid = gl_LocalInvocationID.x % p.lanes;
+  const bool held = nb <= p.lanes;  // uniform
+  Block blk;
+  if (held && valid && tid < nb) blk = decode_block(row_off, tid);
+#endif
+  for (uint r0 = 0; r0 < count; r0 += TILE) {
+    const uint nr = min(TILE, count - r0);
+    for (uint r = 0; r < TILE; ++r) {
+      const uint row = first + r0 + min(r, nr - 1u);
+      dst[r] = row;
+#if defined(EXPERTS)
+      act[r] = p.gather != 0u ? uint(grp[2u * p.n_expert + row]) : row;
+#else
+      act[r] = row;
+#endif
+      acc[r] = 0.0;
+    }
+#if defined(BLOCK_WEIGHTS)
+    if (held) {
+      if (valid && tid < nb) dot_block(blk, tid, act, nr, acc);
+    } else if (valid) {
+      dot_rows(row_off, act, nr, acc);
+    }
+#else
+    if (valid) dot_rows(row_off, act, nr, acc);
+#endif
+    reduce_store(acc, dst, nr, o, valid);
+  }
+}
+
 void main() {
   const uint o = gl_WorkGroupID.x * (NINV / p.lanes) + gl_LocalInvocationID.x / p.lanes;  // this invocation's output row
   const bool valid = o < p.rows;
-  uint act[TILE], dst[TILE];
-  float acc[TILE];
 #if defined(EXPERTS)
   // The chunk's first active expert: the active list is ascending (a binary search, uniform in
   // the workgroup, so the early returns below leave every invocation together).
@@ -397,45 +437,9 @@ void main() {
   const uint e = uint(grp[p.active_off + 1u + idx]);
   if (e >= p.e0 + p.n_chunk) return;
   const int count = grp[e], first = grp[p.n_expert + e];
-  const uint row_off = p.w_base + (e - p.e0) * p.expert_stride + o * p.w_stride;
-#if defined(BLOCK_WEIGHTS)
-  // Rows of up to `lanes` blocks (the 35B's experts: 64 and 16): an invocation's one sub-block is
-  // read and decoded once and held in registers for every row routed to the expert, so a pass
-  // reads each expert's weights once however many rows it routes there. The sums are those of
-  // dot_rows (one block per invocation, added to zero), bit for bit.
-  const uint nb = p.cols / 32u, tid = gl_LocalInvocationID.x % p.lanes;
-  const bool held = nb <= p.lanes;  // uniform
-  Block blk;
-  if (held && valid && tid < nb) blk = decode_block(row_off, tid);
-#endif
-  for (uint r0 = 0; r0 < uint(count); r0 += TILE) {
-    const uint nr = min(TILE, uint(count) - r0);
-    for (uint r = 0; r < TILE; ++r) {
-      const uint row = uint(first) + r0 + min(r, nr - 1u);
-      dst[r] = row;
-      act[r] = p.gather != 0u ? uint(grp[2u * p.n_expert + row]) : row;
-      acc[r] = 0.0;
-    }
-#if defined(BLOCK_WEIGHTS)
-    if (held) {
-      if (valid && tid < nb) dot_block(blk, tid, act, nr, acc);
-    } else if (valid) {
-      dot_rows(row_off, act, nr, acc);
-    }
+  rows_times_weights(p.w_base + (e - p.e0) * p.expert_stride + o * p.w_stride, uint(first), uint(count), o, valid);
 #else
-    if (valid) dot_rows(row_off, act, nr, acc);
-#endif
-    reduce_store(acc, dst, nr, o, valid);
-  }
-#else
-  const uint r0 = gl_WorkGroupID.y * TILE;
-  const uint nr = min(TILE, p.n_act - r0);
-  for (uint r = 0; r < TILE; ++r) {
-    act[r] = r0 + min(r, nr - 1u);
-    dst[r] = act[r];
-    acc[r] = 0.0;
-  }
-  if (valid) dot_rows(p.w_base + o * p.w_stride, act, nr, acc);
-  reduce_store(acc, dst, nr, o, valid);
+  const uint a0 = gl_WorkGroupID.y * ACT_ROWS_PER_GROUP;
+  rows_times_weights(p.w_base + o * p.w_stride, a0, min(ACT_ROWS_PER_GROUP, p.n_act - a0), o, valid);
 #endif
 }
