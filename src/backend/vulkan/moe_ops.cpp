@@ -10,6 +10,7 @@ namespace clover::vulkan {
 using detail::groups;
 using detail::MatmulPush;
 using detail::u32;
+using detail::QuantizePush;
 
 namespace {
 struct GroupPush {
@@ -111,6 +112,22 @@ void record_swiglu(CommandList& cl, Device& dev, BufferRange g, BufferRange u, i
   const Pipeline& p = dev.pipelines().get("swiglu", 2, sizeof(SwigluPush));
   const SwigluPush push{u32(n, "n"), u32(rows, "rows"), u32(stride, "stride")};
   cl.dispatch(p, {g, u}, push, groups(rows * n, 64, "swiglu"));
+}
+
+void record_swiglu_quantize(CommandList& cl, Device& dev, BufferRange g, BufferRange u, int64_t rows, int64_t cols,
+                            int64_t stride, const Q8Activations& a) {
+  if (a.kind == Q8Kind::Q8_K) {
+    record_swiglu(cl, dev, g, u, rows, cols, stride);
+    record_quantize_q8_k(cl, dev, g, rows, cols, stride, a);
+    return;
+  }
+  if (cols % 32 || cols != a.cols || rows > a.rows || stride < cols)
+    throw VulkanError(fmt::format("swiglu_quantize: {} x {} rows (stride {}) into {} scratch of {} x {}", rows, cols, stride,
+                                  q8_kind_name(a.kind), a.rows, a.cols));
+  const Pipeline& p = dev.pipelines().get(a.kind == Q8Kind::Q8_1 ? "swiglu_quantize_q8_1" : "swiglu_quantize_q8_0", 4,
+                                          sizeof(QuantizePush));
+  const QuantizePush push{u32(cols, "cols"), u32(rows, "rows"), u32(stride, "x_stride")};
+  cl.dispatch(p, {g, whole(a.quants), whole(a.scales), u}, push, groups(rows * (cols / 32), 64, "swiglu_quantize"));
 }
 
 void record_moe_combine(CommandList& cl, Device& dev, BufferRange down, BufferRange shared, BufferRange weights,

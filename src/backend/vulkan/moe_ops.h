@@ -56,6 +56,11 @@ int64_t matmul_experts_dispatches(const Device& dev, const DeviceExperts& w);
 
 // swiglu.comp (twin: kernels::swiglu_span_ref): g = silu(g) * u, rows of n, in place.
 void record_swiglu(CommandList& cl, Device& dev, BufferRange g, BufferRange u, int64_t rows, int64_t n, int64_t stride);
+// g = silu(g) * u over rows (record_swiglu), then g quantised into a, in one dispatch (bitwise
+// the two) where a's kind is Q8_0 or Q8_1 (quantize_q8_0_activation.comp SWIGLU); Q8_K: the two
+// dispatches. g and u are `stride` floats between rows.
+void record_swiglu_quantize(CommandList& cl, Device& dev, BufferRange g, BufferRange u, int64_t rows, int64_t cols,
+                            int64_t stride, const Q8Activations& a);
 
 // moe_combine.comp (twin: the last loop of model/moe.cpp): y [tokens][y_stride] from the routed
 // down rows [rows][n], the shared expert's [tokens][n], the router weights and gamma [tokens].

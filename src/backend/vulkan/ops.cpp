@@ -16,13 +16,11 @@ namespace clover::vulkan {
 namespace {
 
 using detail::groups;
+using detail::QuantizePush;
 using detail::kMaxGroups;
 using detail::MatmulPush;
 using detail::u32;
 
-struct QuantizePush {
-  uint32_t cols, n_rows, x_stride;
-};
 struct NormPush {
   uint32_t n, heads, x_row, x_head, y_row, y_head;
   float eps, post;

@@ -83,6 +83,11 @@ inline uint32_t matmul_row_groups(int64_t rows, uint32_t lanes) {
   return static_cast<uint32_t>((rows + per - 1) / per);
 }
 
+// quantize_q8_0_activation.comp's and quantize_q8_k_activation.comp's push constants.
+struct QuantizePush {
+  uint32_t cols, n_rows, x_stride;
+};
+
 // matmul.comp's push constants (e0 .. active_off are read by the expert variants only).
 struct MatmulPush {
   uint32_t rows, cols, n_act, w_base, w_stride, x_stride, y_stride, o0;

@@ -369,5 +369,36 @@ TEST_F(MoeTest, SwigluMatchesTheReference) {
   std::printf("swiglu: NMSE %.3g\n", e);
 }
 
+// swiglu and the quantisation of its output in one dispatch (the FFN down products' input): the
+// rows (the padding beyond the columns left alone), quants and scales bitwise those of the two
+// dispatches, in each activation kind (Q8_K takes the two dispatches itself).
+TEST_F(MoeTest, SwigluQuantizedInOneDispatchIsBitwiseTheTwo) {
+  const int64_t rows = 5, cols = 512, stride = 520;
+  const std::vector<float> g = random_floats(static_cast<size_t>(rows * stride), 63, -6.0f, 6.0f);
+  const std::vector<float> u = random_floats(g.size(), 64);
+  for (const Q8Kind kind : {Q8Kind::Q8_0, Q8Kind::Q8_1, Q8Kind::Q8_K}) {
+    Buffer g1 = to_device(dev(), g), g2 = to_device(dev(), g), ub = to_device(dev(), u);
+    Q8Activations a1 = make_q8_activations(dev(), rows, cols, kind), a2 = make_q8_activations(dev(), rows, cols, kind);
+    CommandList cl(dev());
+    cl.begin();
+    record_swiglu(cl, dev(), whole(g1), whole(ub), rows, cols, stride);
+    record_quantize(cl, dev(), whole(g1), rows, cols, stride, a1);
+    record_swiglu_quantize(cl, dev(), whole(g2), whole(ub), rows, cols, stride, a2);
+    cl.end();
+    cl.run();
+    EXPECT_EQ(cl.dispatches(), kind == Q8Kind::Q8_K ? 4u : 3u);
+    EXPECT_EQ(from_device<float>(dev(), g2, g.size()), from_device<float>(dev(), g1, g.size())) << q8_kind_name(kind);
+    const size_t nq = static_cast<size_t>(rows * cols / 4), ns = static_cast<size_t>(rows * cols / 32) * (kind == Q8Kind::Q8_1 ? 2 : 1);
+    EXPECT_EQ(from_device<uint32_t>(dev(), a2.quants, nq), from_device<uint32_t>(dev(), a1.quants, nq)) << q8_kind_name(kind);
+    EXPECT_EQ(from_device<float>(dev(), a2.scales, ns), from_device<float>(dev(), a1.scales, ns)) << q8_kind_name(kind);
+  }
+  Q8Activations small = make_q8_activations(dev(), 2, cols, Q8Kind::Q8_0);
+  Buffer gb = to_device(dev(), g), ub = to_device(dev(), u);
+  CommandList cl(dev());
+  cl.begin();
+  EXPECT_THROW(record_swiglu_quantize(cl, dev(), whole(gb), whole(ub), rows, cols, stride, small), VulkanError);
+  cl.end();
+}
+
 }  // namespace
 }  // namespace clover::vulkan::test

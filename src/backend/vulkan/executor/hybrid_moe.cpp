@@ -54,8 +54,7 @@ uint64_t VulkanExecutor::stream_experts(int il, int N, const std::vector<int>& e
   record_matmul_experts(cl, *dev_, gate, whole(*r.h), r.sE, q8.for_type(gate.type), whole(*r.groups), N * k, true, whole(*r.g), r.sFF);
   record_matmul_experts(cl, *dev_, upe, whole(*r.h), r.sE, q8.for_type(upe.type), whole(*r.groups), N * k, true, whole(*r.u),
                         r.sFF);
-  record_swiglu(cl, *dev_, whole(*r.g), whole(*r.u), N * k, ff, r.sFF);
-  const QuantActs q8g = quantize(need(down.type), whole(*r.g), N * k, ff, r.sFF);
+  const QuantActs q8g = swiglu_quantize(need(down.type), whole(*r.g), whole(*r.u), N * k, ff, r.sFF);
   record_matmul_experts(cl, *dev_, down, whole(*r.g), r.sFF, q8g.for_type(down.type), whole(*r.groups), N * k, false, whole(*r.d),
                         E);
   rec_ = recording;

@@ -315,17 +315,35 @@ VulkanExecutor::QuantActs VulkanExecutor::quantize(unsigned needed, BufferRange 
   QuantActs q;
   for (int k = 0; k < 3; ++k) {
     if (!(needed & (1u << k))) continue;
-    auto it = q8_.find({cols, k, slot});
-    if (it == q8_.end()) {
-      // The widest use of each width: expert rows (B * k) for the expert FFN width, B otherwise.
-      const int64_t max_rows = static_cast<int64_t>(max_batch_) * std::max(1, hp_.n_expert_used);
-      it = q8_.emplace(std::make_tuple(cols, k, slot), make_q8_activations(*dev_, max_rows, cols, static_cast<Q8Kind>(k)))
-               .first;
-    }
-    record_quantize(*rec_, *dev_, x, n_rows, cols, x_stride, it->second);
-    q.kinds[k] = &it->second;
+    q.kinds[k] = &q8_scratch(cols, k, slot);
+    record_quantize(*rec_, *dev_, x, n_rows, cols, x_stride, *q.kinds[k]);
   }
   return q;
+}
+
+const Q8Activations& VulkanExecutor::q8_scratch(int64_t cols, int kind, int slot) {
+  auto it = q8_.find({cols, kind, slot});
+  if (it == q8_.end()) {
+    // The widest use of each width: expert rows (B * k) for the expert FFN width, B otherwise.
+    const int64_t max_rows = static_cast<int64_t>(max_batch_) * std::max(1, hp_.n_expert_used);
+    it = q8_.emplace(std::make_tuple(cols, kind, slot), make_q8_activations(*dev_, max_rows, cols, static_cast<Q8Kind>(kind)))
+             .first;
+  }
+  return it->second;
+}
+
+VulkanExecutor::QuantActs VulkanExecutor::swiglu_quantize(unsigned needed, BufferRange g, BufferRange u, int64_t n_rows,
+                                                          int64_t cols, int64_t stride, int slot) {
+  // One kind (every file but one mixing activation kinds on a down product's input): fused.
+  for (int k = 0; k < 3; ++k)
+    if (needed == (1u << k)) {
+      QuantActs q;
+      q.kinds[k] = &q8_scratch(cols, k, slot);
+      record_swiglu_quantize(*rec_, *dev_, g, u, n_rows, cols, stride, *q.kinds[k]);
+      return q;
+    }
+  record_swiglu(*rec_, *dev_, g, u, n_rows, cols, stride);
+  return quantize(needed, g, n_rows, cols, stride, slot);
 }
 
 void VulkanExecutor::matmul(const DeviceMatrix& w, BufferRange x, int64_t x_stride, const QuantActs& q8, int64_t n_rows,
@@ -673,8 +691,7 @@ void VulkanExecutor::record_moe(int il, int N) {
     matmul(L.shared_gate_inp, whole(s.h), s.sE, q8, N, whole(s.gamma), 1);
   };
   const auto shared_rest_and_device_experts = [&] {
-    record_swiglu(*rec_, *dev_, whole(s.gs), whole(s.us), N, fs, s.sFS);
-    const QuantActs q8s = quantize(need(L.shared_down), whole(s.gs), N, fs, s.sFS, /*slot=*/1);
+    const QuantActs q8s = swiglu_quantize(need(L.shared_down), whole(s.gs), whole(s.us), N, fs, s.sFS, /*slot=*/1);
     if (L.experts_on_device) {
       record_matmul_experts(*rec_, *dev_, L.gate_exps, whole(s.h), s.sE, q8.for_type(L.gate_exps.type), whole(s.groups),
                             N * k, true, whole(s.g), s.sFF);
@@ -683,8 +700,7 @@ void VulkanExecutor::record_moe(int il, int N) {
     }
     matmul(L.shared_down, whole(s.gs), s.sFS, q8s, N, whole(s.ds), E);
     if (L.experts_on_device) {
-      record_swiglu(*rec_, *dev_, whole(s.g), whole(s.u), N * k, ff, s.sFF);
-      const QuantActs q8g = quantize(need(L.down_exps), whole(s.g), N * k, ff, s.sFF);
+      const QuantActs q8g = swiglu_quantize(need(L.down_exps), whole(s.g), whole(s.u), N * k, ff, s.sFF);
       record_matmul_experts(*rec_, *dev_, L.down_exps, whole(s.g), s.sFF, q8g.for_type(L.down_exps.type),
                             whole(s.groups), N * k, false, whole(s.d), E);
     }

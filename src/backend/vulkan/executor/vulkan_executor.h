@@ -165,6 +165,11 @@ class VulkanExecutor final : public backend::Executor {
   // `slot` picks one of several buffers of the same width, so two quantised inputs can be live at
   // once (the shared expert's beside the routed experts': no write-after-read barrier between them).
   QuantActs quantize(unsigned needed, BufferRange x, int64_t rows, int64_t cols, int64_t stride, int slot = 0);
+  // g = silu(g) * u over rows, then quantised as quantize() does: one dispatch where one kind is
+  // needed (record_swiglu_quantize), swiglu alone for float weights.
+  QuantActs swiglu_quantize(unsigned needed, BufferRange g, BufferRange u, int64_t rows, int64_t cols, int64_t stride,
+                            int slot = 0);
+  const Q8Activations& q8_scratch(int64_t cols, int kind, int slot);  // quantize()'s buffers, made on first use
   void matmul(const DeviceMatrix& w, BufferRange x, int64_t stride, const QuantActs& q8, int64_t rows, BufferRange y,
               int64_t y_stride);
   // Floats per row of a scratch matrix of n columns, so every row starts at a bindable offset.

@@ -6,11 +6,18 @@
 // four int8 each, the scale fp16(d) widened to float as [rows][nb]. With Q8_1 (twin:
 // kernels::quantize_row_q8_1_activation) the scales are [rows][nb][2]: fp16(d) and
 // s = fp16(amax / 127 x the sum of the quants), the offset term of Q4_1 / Q5_1 products.
+// With SWIGLU the block is first x = silu(x) * u in place (swiglu.comp's arithmetic: bitwise the
+// two dispatches, one barrier fewer), for the down products of the FFNs.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
+#if defined(SWIGLU)
+layout(std430, binding = 0) buffer In { float x[]; };
+layout(std430, binding = 3) readonly buffer U { float u[]; };  // x_stride apart, as x
+#else
 layout(std430, binding = 0) readonly buffer In { float x[]; };
+#endif
 layout(std430, binding = 1) writeonly buffer Quants { uint q[]; };
 layout(std430, binding = 2) writeonly buffer Scales { float d[]; };
 
@@ -26,8 +33,18 @@ void main() {
   if (g >= nb * p.n_rows) return;
   const uint r = g / nb, b = g % nb;
   const uint base = r * p.x_stride + b * 32u;
+  float v[32];
+  for (uint j = 0; j < 32u; ++j) {
+#if defined(SWIGLU)
+    const float xv = x[base + j];
+    v[j] = xv / (1.0 + exp(-xv)) * u[base + j];
+    x[base + j] = v[j];
+#else
+    v[j] = x[base + j];
+#endif
+  }
   float amax = 0.0;
-  for (uint j = 0; j < 32u; ++j) amax = max(amax, abs(x[base + j]));
+  for (uint j = 0; j < 32u; ++j) amax = max(amax, abs(v[j]));
 #if defined(Q8_1)
   d[2u * g] = f16_to_f32(f32_to_f16(amax / 127.0));
   int sum = 0;
@@ -40,10 +57,10 @@ void main() {
   for (uint k = 0; k < 8u; ++k) {
     uint word = 0u;
     for (uint j = 0; j < 4u; ++j) {
-      const int v = int(clamp(roundEven(x[base + 4u * k + j] * id), -128.0, 127.0));
-      word |= (uint(v) & 0xffu) << (8u * j);
+      const int qv = int(clamp(roundEven(v[4u * k + j] * id), -128.0, 127.0));
+      word |= (uint(qv) & 0xffu) << (8u * j);
 #if defined(Q8_1)
-      sum += v;
+      sum += qv;
 #endif
     }
     q[g * 8u + k] = word;
