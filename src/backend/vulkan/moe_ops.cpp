@@ -11,6 +11,7 @@ using detail::groups;
 using detail::MatmulPush;
 using detail::u32;
 using detail::QuantizePush;
+using detail::NormCombinePush;
 
 namespace {
 struct GroupPush {
@@ -62,6 +63,7 @@ DeviceExperts upload_experts(Device& dev, const kernels::MatRef* experts, int64_
 void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tokens, int64_t n_expert, int64_t k,
                       BufferRange groups_out) {
   if (tokens < 1 || n_expert < 1 || k < 1) throw VulkanError("moe_group: empty routing");
+  if (n_expert > 512) throw VulkanError(fmt::format("moe_group: {} experts (the shader takes up to 512)", n_expert));
   const Pipeline& p = dev.pipelines().get("moe_group", 2, sizeof(GroupPush));
   const GroupPush push{u32(n_expert, "n_expert"), u32(k, "k"), u32(tokens, "tokens")};
   cl.dispatch(p, {ids, groups_out}, push, 1);
@@ -138,6 +140,28 @@ void record_moe_combine(CommandList& cl, Device& dev, BufferRange down, BufferRa
   const CombinePush push{u32(n, "n"), u32(k, "k"), u32(tokens, "tokens"), u32(n_expert, "n_expert"),
                          u32(gamma_stride, "gamma_stride"), u32(y_stride, "y_stride")};
   cl.dispatch(p, {down, shared, weights, groups_in, gamma, y}, push, groups(tokens * n, 64, "moe_combine"));
+}
+
+void record_moe_combine_add_rms_norm(CommandList& cl, Device& dev, const MoeCombineInputs& c, const NormShape& s, float eps,
+                                     BufferRange x, BufferRange w, BufferRange y, const Q8Activations* a) {
+  if (s.n < 1 || s.tokens < 1 || s.heads != 1 || c.k < 1)
+    throw VulkanError("moe_combine_add_rms_norm: empty shape or more than one head a row");
+  const bool quant = a && norm_quantizes(s.n, *a);
+  if (quant && (s.n != a->cols || s.tokens > a->rows))
+    throw VulkanError(fmt::format("moe_combine_add_rms_norm: {} rows of {} into {} scratch of {} x {}", s.tokens, s.n,
+                                  q8_kind_name(a->kind), a->rows, a->cols));
+  const NormCombinePush push{detail::norm_push(s, NormMode::Weighted, eps, 1.0f), u32(c.k, "k"), u32(s.tokens, "tokens"),
+                             u32(c.n_expert, "n_expert"), u32(c.gamma_stride, "gamma_stride")};
+  const uint32_t gx = groups(s.tokens, 1, "moe_combine_add_rms_norm");
+  if (!quant) {
+    const Pipeline& p = dev.pipelines().get("rms_norm_add_combine", 8, sizeof(NormCombinePush));
+    cl.dispatch(p, {x, w, c.down, y, c.shared, c.weights, c.groups, c.gamma}, push, gx);
+    if (a) record_quantize(cl, dev, y, s.tokens, s.n, s.y_row, *a);
+    return;
+  }
+  const Pipeline& p = dev.pipelines().get(
+      a->kind == Q8Kind::Q8_1 ? "rms_norm_add_combine_q8_1" : "rms_norm_add_combine_q8_0", 10, sizeof(NormCombinePush));
+  cl.dispatch(p, {x, w, c.down, y, c.shared, c.weights, c.groups, c.gamma, whole(a->quants), whole(a->scales)}, push, gx);
 }
 
 }  // namespace clover::vulkan

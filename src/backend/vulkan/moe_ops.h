@@ -67,5 +67,16 @@ void record_swiglu_quantize(CommandList& cl, Device& dev, BufferRange g, BufferR
 void record_moe_combine(CommandList& cl, Device& dev, BufferRange down, BufferRange shared, BufferRange weights,
                         BufferRange groups, BufferRange gamma, int64_t gamma_stride, int64_t tokens, int64_t n_expert,
                         int64_t k, int64_t n, BufferRange y, int64_t y_stride);
+// What record_moe_combine reads, for the fused form below.
+struct MoeCombineInputs {
+  BufferRange down, shared, weights, groups, gamma;
+  int64_t gamma_stride = 1, n_expert = 0, k = 0;
+};
+// The MoE output added to the residual stream and the next norm, in one dispatch (rms_norm.comp
+// ADD COMBINE; bitwise record_moe_combine into r, then record_add_rms_norm_quantize): x += the
+// combined rows, y = rms_norm(x) * w, and y quantised into a when given (in the same dispatch
+// where norm_quantizes, else a quantisation of its own). s: one head a row, n the model width.
+void record_moe_combine_add_rms_norm(CommandList& cl, Device& dev, const MoeCombineInputs& c, const NormShape& s, float eps,
+                                     BufferRange x, BufferRange w, BufferRange y, const Q8Activations* a);
 
 }  // namespace clover::vulkan

@@ -19,13 +19,9 @@ using detail::groups;
 using detail::QuantizePush;
 using detail::kMaxGroups;
 using detail::MatmulPush;
+using detail::NormPush;
 using detail::u32;
 
-struct NormPush {
-  uint32_t n, heads, x_row, x_head, y_row, y_head;
-  float eps, post;
-  uint32_t mode;
-};
 struct RopePush {
   uint32_t tokens, heads, n_rot, row_stride, head_stride;
 };
@@ -64,11 +60,6 @@ struct ElementwisePush {
   uint32_t n, rows, y_row, x_row, seg, x_seg, x_off, mode;
 };
 
-NormPush norm_push(const NormShape& s, NormMode mode, float eps, float post) {
-  return {u32(s.n, "n"),         u32(s.heads, "heads"),   u32(s.x_row, "x_row"), u32(s.x_head, "x_head"),
-          u32(s.y_row, "y_row"), u32(s.y_head, "y_head"), eps,                   post,
-          static_cast<uint32_t>(mode)};
-}
 
 void check_word(const DeviceWord& w, const char* op) {
   if (!w.words.buffer || !*w.words.buffer) throw VulkanError(fmt::format("{}: no buffer holds n_past", op));
@@ -196,6 +187,15 @@ void record_matmul(CommandList& cl, Device& dev, const DeviceMatrix& w, BufferRa
   }
 }
 
+namespace detail {
+NormPush norm_push(const NormShape& s, NormMode mode, float eps, float post) {
+  return {u32(s.n, "n"),         u32(s.heads, "heads"),   u32(s.x_row, "x_row"), u32(s.x_head, "x_head"),
+          u32(s.y_row, "y_row"), u32(s.y_head, "y_head"), eps,                   post,
+          static_cast<uint32_t>(mode)};
+}
+}  // namespace detail
+using detail::norm_push;
+
 void record_rms_norm(CommandList& cl, Device& dev, const NormShape& s, NormMode mode, float eps, float post, BufferRange x,
                      BufferRange w, BufferRange z, BufferRange y) {
   if (s.n < 1 || s.tokens < 1 || s.heads < 1) throw VulkanError("rms_norm: empty shape");
@@ -208,6 +208,41 @@ void record_add_rms_norm(CommandList& cl, Device& dev, const NormShape& s, float
   if (s.n < 1 || s.tokens < 1 || s.heads != 1) throw VulkanError("add_rms_norm: empty shape or more than one head a row");
   const Pipeline& p = dev.pipelines().get("rms_norm_add", 4, sizeof(NormPush));
   cl.dispatch(p, {x, w, r, y}, norm_push(s, NormMode::Weighted, eps, 1.0f), groups(s.tokens, 1, "rms_norm_add"));
+}
+
+bool norm_quantizes(int64_t n, const Q8Activations& a) {
+  return a.kind != Q8Kind::Q8_K && n % 32 == 0 && n <= kNormQuantizeMaxCols;
+}
+
+void record_rms_norm_quantize(CommandList& cl, Device& dev, const NormShape& s, NormMode mode, float eps, float post,
+                              BufferRange x, BufferRange w, BufferRange z, BufferRange y, const Q8Activations& a) {
+  if (!norm_quantizes(s.n, a) || (s.heads > 1 && s.y_head != s.n)) {
+    record_rms_norm(cl, dev, s, mode, eps, post, x, w, z, y);
+    record_quantize(cl, dev, y, s.tokens, s.heads * s.n, s.y_row, a);
+    return;
+  }
+  if (s.tokens < 1 || s.heads < 1 || s.heads * s.n != a.cols || s.tokens > a.rows)
+    throw VulkanError(fmt::format("rms_norm_quantize: {} rows of {} x {} into {} scratch of {} x {}", s.tokens, s.heads, s.n,
+                                  q8_kind_name(a.kind), a.rows, a.cols));
+  const Pipeline& p = dev.pipelines().get(a.kind == Q8Kind::Q8_1 ? "rms_norm_q8_1" : "rms_norm_q8_0", 6, sizeof(NormPush));
+  cl.dispatch(p, {x, w, z, y, whole(a.quants), whole(a.scales)}, norm_push(s, mode, eps, post),
+              groups(s.tokens * s.heads, 1, "rms_norm_quantize"));
+}
+
+void record_add_rms_norm_quantize(CommandList& cl, Device& dev, const NormShape& s, float eps, BufferRange x, BufferRange r,
+                                  BufferRange w, BufferRange y, const Q8Activations* a) {
+  if (!a || !norm_quantizes(s.n, *a)) {
+    record_add_rms_norm(cl, dev, s, eps, x, r, w, y);
+    if (a) record_quantize(cl, dev, y, s.tokens, s.n, s.y_row, *a);
+    return;
+  }
+  if (s.tokens < 1 || s.heads != 1 || s.n != a->cols || s.tokens > a->rows)
+    throw VulkanError(fmt::format("add_rms_norm_quantize: {} rows of {} into {} scratch of {} x {}", s.tokens, s.n,
+                                  q8_kind_name(a->kind), a->rows, a->cols));
+  const Pipeline& p =
+      dev.pipelines().get(a->kind == Q8Kind::Q8_1 ? "rms_norm_add_q8_1" : "rms_norm_add_q8_0", 6, sizeof(NormPush));
+  cl.dispatch(p, {x, w, r, y, whole(a->quants), whole(a->scales)}, norm_push(s, NormMode::Weighted, eps, 1.0f),
+              groups(s.tokens, 1, "rms_norm_add_quantize"));
 }
 
 void record_rope_neox(CommandList& cl, Device& dev, const RopeShape& s, BufferRange x, BufferRange table) {
@@ -439,6 +474,28 @@ void record_elementwise(CommandList& cl, Device& dev, Elementwise op, const Elem
   const ElementwisePush push{u32(s.n, "n"),     u32(s.rows, "rows"),   u32(s.y_row, "y_row"), u32(s.x_row, "x_row"),
                              u32(seg, "seg"),   u32(s.x_seg, "x_seg"), u32(s.x_off, "x_off"), static_cast<uint32_t>(op)};
   cl.dispatch(p, {x, y}, push, groups(s.n * s.rows, 64, "elementwise"));
+}
+
+void record_sigmoid_gate_quantize(CommandList& cl, Device& dev, const ElementwiseShape& s, BufferRange x, BufferRange y,
+                                  const Q8Activations& a) {
+  if (a.kind == Q8Kind::Q8_K) {
+    record_elementwise(cl, dev, Elementwise::MulSigmoid, s, x, y);
+    record_quantize(cl, dev, y, s.rows, s.n, s.y_row, a);
+    return;
+  }
+  if (s.n % 32 || s.n != a.cols || s.rows < 1 || s.rows > a.rows)
+    throw VulkanError(fmt::format("sigmoid_gate_quantize: {} x {} rows into {} scratch of {} x {}", s.rows, s.n,
+                                  q8_kind_name(a.kind), a.rows, a.cols));
+  struct GatePush {
+    QuantizePush q;
+    uint32_t g_row, seg, g_seg, g_off;
+  };
+  const int64_t seg = s.seg ? s.seg : s.n;
+  const GatePush push{{u32(s.n, "cols"), u32(s.rows, "rows"), u32(s.y_row, "x_stride")},
+                      u32(s.x_row, "g_row"), u32(seg, "seg"), u32(s.x_seg, "g_seg"), u32(s.x_off, "g_off")};
+  const Pipeline& p = dev.pipelines().get(
+      a.kind == Q8Kind::Q8_1 ? "sigmoid_gate_quantize_q8_1" : "sigmoid_gate_quantize_q8_0", 4, sizeof(GatePush));
+  cl.dispatch(p, {y, whole(a.quants), whole(a.scales), x}, push, groups(s.rows * (s.n / 32), 64, "sigmoid_gate_quantize"));
 }
 
 }  // namespace clover::vulkan

@@ -91,11 +91,26 @@ struct NormShape {
 };
 void record_rms_norm(CommandList& cl, Device& dev, const NormShape& s, NormMode mode, float eps, float post, BufferRange x,
                      BufferRange w, BufferRange z, BufferRange y);
+// record_rms_norm, then y quantised into a (record_quantize over rows of heads x n): one dispatch
+// where norm_quantizes(n, a) and the heads of a row lie side by side in y (y_head == n; rms_norm.comp
+// QUANT, bitwise the two), else the two. a holds s.tokens rows of s.heads x s.n.
+void record_rms_norm_quantize(CommandList& cl, Device& dev, const NormShape& s, NormMode mode, float eps, float post,
+                              BufferRange x, BufferRange w, BufferRange z, BufferRange y, const Q8Activations& a);
 // rms_norm.comp ADD (twin: record_elementwise Add, then record_rms_norm Weighted): the residual
 // add and the norm after it in one dispatch, x += r (r at x's strides), y = rms_norm(x) * w;
 // bitwise the two dispatches. One head a row.
 void record_add_rms_norm(CommandList& cl, Device& dev, const NormShape& s, float eps, BufferRange x, BufferRange r,
                          BufferRange w, BufferRange y);
+// The widest row rms_norm.comp QUANT quantises as it norms (it holds the row in shared memory).
+constexpr int64_t kNormQuantizeMaxCols = 4096;
+// Whether a norm of rows of n can quantise its output into a in the same dispatch: Q8_0 or Q8_1
+// blocks (Q8_K takes a dispatch of its own), n a multiple of 32 up to kNormQuantizeMaxCols.
+bool norm_quantizes(int64_t n, const Q8Activations& a);
+// record_add_rms_norm, then y quantised into a (record_quantize) when a is given: one dispatch
+// where norm_quantizes (rms_norm.comp ADD QUANT, bitwise the two), else the two. y's rows are
+// s.y_row apart; a holds s.tokens rows of s.n.
+void record_add_rms_norm_quantize(CommandList& cl, Device& dev, const NormShape& s, float eps, BufferRange x, BufferRange r,
+                                  BufferRange w, BufferRange y, const Q8Activations* a);
 
 // rope_neox.comp (twin: model::ops::rope_neox), in place on x; table from rope_table.h.
 struct RopeShape {
@@ -212,5 +227,10 @@ struct ElementwiseShape {
 };
 void record_elementwise(CommandList& cl, Device& dev, Elementwise op, const ElementwiseShape& s, BufferRange x,
                         BufferRange y);
+// The attention output gate, y *= sigmoid(x) (record_elementwise MulSigmoid, shape s), then y's
+// rows quantised into a (record_quantize; a holds s.rows rows of s.n): one dispatch where a is
+// Q8_0 or Q8_1 (quantize_q8_0_activation.comp GATE, bitwise the two), else the two.
+void record_sigmoid_gate_quantize(CommandList& cl, Device& dev, const ElementwiseShape& s, BufferRange x, BufferRange y,
+                                  const Q8Activations& a);
 
 }  // namespace clover::vulkan

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/vulkan/device.h"
+#include "backend/vulkan/ops.h"
 #include "kernels/dtype.h"
 
 namespace clover::vulkan::detail {
@@ -82,6 +83,18 @@ inline uint32_t matmul_row_groups(int64_t rows, uint32_t lanes) {
   const int64_t per = kMatmulInvocations / lanes;
   return static_cast<uint32_t>((rows + per - 1) / per);
 }
+
+// rms_norm.comp's push constants (the COMBINE variants append NormCombinePush's fields).
+struct NormPush {
+  uint32_t n, heads, x_row, x_head, y_row, y_head;
+  float eps, post;
+  uint32_t mode;
+};
+struct NormCombinePush {
+  NormPush norm;
+  uint32_t k, tokens, n_expert, gamma_stride;
+};
+NormPush norm_push(const NormShape& s, NormMode mode, float eps, float post);
 
 // quantize_q8_0_activation.comp's and quantize_q8_k_activation.comp's push constants.
 struct QuantizePush {

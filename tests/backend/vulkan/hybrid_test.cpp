@@ -267,7 +267,9 @@ TEST(VulkanHybridOverlap, CpuExpertsBesideTheDevicePartAreBitwiseTheSerialTwin) 
     EXPECT_EQ(db, ds);
     EXPECT_EQ(beside.overlapped_host_steps(), 2u * c.hybrid_layers);
     EXPECT_EQ(serial.overlapped_host_steps(), 0u);
-    if (c.stream_rows) EXPECT_GT(beside.streamed_experts(), 0u);
+    if (c.stream_rows) {
+      EXPECT_GT(beside.streamed_experts(), 0u);
+    }
     expect_silent_validation(beside);
     expect_silent_validation(serial);
   }

@@ -118,5 +118,42 @@ TEST_F(ElementwiseTest, AddGateAndCopyMatchTheHostLoops) {
   }
 }
 
+// The attention gate and the quantisation of its output for the output projection in one
+// dispatch (quantize_q8_0_activation.comp GATE) against the two: gated rows and quantised blocks
+// bitwise equal; Q8_K keeps its own dispatch.
+TEST_F(ElementwiseTest, GateAndQuantisationInOneDispatchAreBitwiseTheTwo) {
+  const int64_t rows = 5, hd = 64, heads = 4, n = hd * heads, y_row = n + 12, x_row = 2 * n + 8;
+  const std::vector<float> x = random_floats(static_cast<size_t>(rows * x_row), 17, -6.f, 6.f);
+  const std::vector<float> y0 = random_floats(static_cast<size_t>(rows * y_row), 18);
+  const ElementwiseShape gate{n, rows, y_row, x_row, hd, 2 * hd, hd};
+  for (const Q8Kind kind : {Q8Kind::Q8_0, Q8Kind::Q8_1, Q8Kind::Q8_K}) {
+    std::vector<float> ys[2];
+    Q8Contents q8[2];
+    uint32_t dispatches[2] = {};
+    for (int fused = 0; fused < 2; ++fused) {
+      Buffer xb = to_device(dev(), x), yb = to_device(dev(), y0);
+      Q8Activations a = make_q8_activations(dev(), rows, n, kind);
+      CommandList cl(dev());
+      cl.begin();
+      if (fused) {
+        record_sigmoid_gate_quantize(cl, dev(), gate, whole(xb), whole(yb), a);
+      } else {
+        record_elementwise(cl, dev(), Elementwise::MulSigmoid, gate, whole(xb), whole(yb));
+        record_quantize(cl, dev(), whole(yb), rows, n, y_row, a);
+      }
+      cl.end();
+      cl.run();
+      dispatches[fused] = cl.dispatches();
+      ys[fused] = from_device<float>(dev(), yb, y0.size());
+      q8[fused] = q8_contents(dev(), a);
+    }
+    EXPECT_EQ(ys[1], ys[0]) << q8_kind_name(kind);
+    EXPECT_EQ(q8[1].quants, q8[0].quants) << q8_kind_name(kind);
+    EXPECT_EQ(q8[1].scales, q8[0].scales) << q8_kind_name(kind);
+    EXPECT_EQ(dispatches[1], kind == Q8Kind::Q8_K ? 2u : 1u) << q8_kind_name(kind);
+    EXPECT_NE(ys[1], y0);
+  }
+}
+
 }  // namespace
 }  // namespace clover::vulkan::test

@@ -4,7 +4,9 @@
 // and every block type of expert weights; plus swiglu.comp alone and the grouping bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "backend/vulkan/moe_ops.h"
 #include "backend/vulkan/moe_ref.h"
@@ -398,6 +400,106 @@ TEST_F(MoeTest, SwigluQuantizedInOneDispatchIsBitwiseTheTwo) {
   cl.begin();
   EXPECT_THROW(record_swiglu_quantize(cl, dev(), whole(gb), whole(ub), rows, cols, stride, small), VulkanError);
   cl.end();
+}
+
+// moe_group.comp (one workgroup of 256: shared counts, a scan over the experts, ranks within
+// chunks of 256 entries) against the CPU's grouping, output for output: a decode step of the
+// full-size shapes, a block pass, a prefill of 2,400 entries over 512 experts (ten chunks), few
+// experts with many entries each, and everything routed to two experts.
+TEST_F(MoeTest, GroupingMatchesTheCpuOnEveryShape) {
+  struct Case {
+    int T, NE, k;
+    bool skewed;
+  };
+  std::mt19937 rng(91);
+  for (const Case& c : {Case{1, 256, 8, false}, Case{32, 256, 8, false}, Case{300, 512, 8, false}, Case{100, 5, 3, false},
+                        Case{77, 256, 8, true}, Case{3, 1, 1, false}}) {
+    std::vector<int32_t> ids(static_cast<size_t>(c.T * c.k));
+    for (int t = 0; t < c.T; ++t) {
+      // k distinct experts a token (as the router chooses), skewed: mostly the same two.
+      std::vector<int32_t> all(static_cast<size_t>(c.NE));
+      for (int e = 0; e < c.NE; ++e) all[e] = e;
+      std::shuffle(all.begin(), all.end(), rng);
+      if (c.skewed) {
+        std::swap(all[0], *std::find(all.begin(), all.end(), 3));
+        if (c.k > 1) std::swap(all[1], *std::find(all.begin(), all.end(), 250));
+      }
+      for (int j = 0; j < c.k; ++j) ids[t * c.k + j] = all[j];
+    }
+    Buffer ib = to_device(dev(), ids);
+    const size_t n_out = static_cast<size_t>(moe_group_ints(c.NE, c.T, c.k));
+    Buffer gb = to_device(dev(), std::vector<int32_t>(n_out, 12345));
+    CommandList cl(dev());
+    cl.begin();
+    record_moe_group(cl, dev(), whole(ib), c.T, c.NE, c.k, whole(gb));
+    cl.end();
+    cl.run();
+    EXPECT_EQ(from_device<int32_t>(dev(), gb, n_out), group_ref(ids, c.T, c.NE, c.k))
+        << c.T << " tokens, " << c.NE << " experts, top-" << c.k;
+  }
+  Buffer b = to_device(dev(), std::vector<int32_t>(8, 0));
+  CommandList cl(dev());
+  cl.begin();
+  EXPECT_THROW(record_moe_group(cl, dev(), whole(b), 1, 513, 8, whole(b)), VulkanError);
+  cl.end();
+}
+
+// The MoE output, the residual add and the next norm (and its quantisation) in one dispatch
+// (rms_norm.comp ADD COMBINE [QUANT]) against its twins: record_moe_combine into y, then
+// record_add_rms_norm_quantize. Residual stream, normed rows and quantised blocks bitwise equal,
+// for no quantisation and each kind, over groups from random routing.
+TEST_F(MoeTest, CombineAddAndNormInOneDispatchAreBitwiseTheSeparateOps) {
+  const int64_t T = 6, NE = 16, k = 4, E = 512, row = E + 8;
+  std::vector<int32_t> ids(static_cast<size_t>(T * k));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < k; ++j) ids[t * k + j] = static_cast<int32_t>((t * 5 + j * 3 + (t * j) % 2) % NE);
+  const std::vector<float> down = random_floats(static_cast<size_t>(T * k * E), 71, -3.0f, 3.0f);
+  const std::vector<float> shared = random_floats(static_cast<size_t>(T * E), 72);
+  const std::vector<float> wts = random_floats(static_cast<size_t>(T * k), 73, 0.0f, 1.0f);
+  const std::vector<float> gamma = random_floats(static_cast<size_t>(T * 3), 74, -3.0f, 3.0f);  // stride 3
+  const std::vector<float> x = random_floats(static_cast<size_t>(T * row), 75, -2.0f, 2.0f);
+  const std::vector<float> w = random_floats(E, 76, 0.5f, 1.5f);
+  const NormShape shape{E, T, 1, row, 0, row, 0};
+  for (int kind = -1; kind < 3; ++kind) {
+    std::vector<float> xs[2], ys[2];
+    Q8Contents q8[2];
+    uint32_t dispatches[2] = {};
+    for (int fused = 0; fused < 2; ++fused) {
+      Buffer ib = to_device(dev(), ids), db = to_device(dev(), down), sb = to_device(dev(), shared);
+      Buffer wtb = to_device(dev(), wts), gb = to_device(dev(), gamma), xb = to_device(dev(), x), wb = to_device(dev(), w);
+      Buffer grp = dev().create_buffer(moe_group_ints(NE, T, k) * 4, MemoryPurpose::Scratch);
+      Buffer yb = to_device(dev(), std::vector<float>(x.size(), 0.0f)), ytmp = to_device(dev(), std::vector<float>(x.size(), 0.0f));
+      Q8Activations a = make_q8_activations(dev(), T, E, kind < 0 ? Q8Kind::Q8_0 : static_cast<Q8Kind>(kind));
+      const Q8Activations* ap = kind < 0 ? nullptr : &a;
+      CommandList cl(dev());
+      cl.begin();
+      record_moe_group(cl, dev(), whole(ib), T, NE, k, whole(grp));
+      if (fused) {
+        const MoeCombineInputs c{whole(db), whole(sb), whole(wtb), whole(grp), whole(gb), 3, NE, k};
+        record_moe_combine_add_rms_norm(cl, dev(), c, shape, 1e-6f, whole(xb), whole(wb), whole(yb), ap);
+      } else {
+        record_moe_combine(cl, dev(), whole(db), whole(sb), whole(wtb), whole(grp), whole(gb), 3, T, NE, k, E, whole(ytmp),
+                           row);
+        record_add_rms_norm_quantize(cl, dev(), shape, 1e-6f, whole(xb), whole(ytmp), whole(wb), whole(yb), ap);
+      }
+      cl.end();
+      cl.run();
+      dispatches[fused] = cl.dispatches();
+      xs[fused] = from_device<float>(dev(), xb, x.size());
+      ys[fused] = from_device<float>(dev(), yb, x.size());
+      q8[fused] = q8_contents(dev(), a);
+    }
+    const std::string what = kind < 0 ? "no quantisation" : std::string(q8_kind_name(static_cast<Q8Kind>(kind)));
+    EXPECT_EQ(xs[1], xs[0]) << what;
+    EXPECT_EQ(ys[1], ys[0]) << what;
+    if (kind >= 0) {  // (without, the scratch is left unwritten)
+      EXPECT_EQ(q8[1].quants, q8[0].quants) << what;
+      EXPECT_EQ(q8[1].scales, q8[0].scales) << what;
+    }
+    // The group, then one dispatch (a second for Q8_K's own quantisation) against three (two).
+    EXPECT_EQ(dispatches[1], kind == static_cast<int>(Q8Kind::Q8_K) ? 3u : 2u) << what;
+    EXPECT_NE(xs[1], x) << what;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // rms_norm.comp and rope_neox.comp against model::ops (rms_norm, l2_norm, the GDN gated norm,
 // rope_neox) on random rows with odd sizes and strides.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "backend/vulkan/ops.h"
@@ -121,6 +122,107 @@ TEST_F(NormRopeTest, AddThenNormInOneDispatchIsBitwiseTheTwoOps) {
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(xs[1][t * row + i], sum[t * row + i]) << t << " " << i;
   EXPECT_LE(nmse(ys[1].data(), ref.data(), ref.size()), 1e-7);
+}
+
+// The add, the norm and the quantisation of its output for the next products (rms_norm.comp ADD
+// QUANT) against its twins, record_add_rms_norm then record_quantize: the residual stream, the
+// normed rows and the quantised blocks bitwise equal, for each activation kind (Q8_K keeps its own
+// dispatch), rows of 1024 inside a wider stride; one dispatch where fused, two where not (Q8_K,
+// rows wider than kNormQuantizeMaxCols).
+TEST_F(NormRopeTest, AddNormAndQuantisationInOneDispatchAreBitwiseTheSeparateOps) {
+  for (const int64_t n : {int64_t{1024}, kNormQuantizeMaxCols + 256}) {
+    const int64_t T = 5, row = n + 13;
+    const std::vector<float> x = random_floats(static_cast<size_t>(T * row), 31, -2.0f, 2.0f);
+    const std::vector<float> r = random_floats(static_cast<size_t>(T * row), 32, -2.0f, 2.0f);
+    const std::vector<float> w = random_floats(n, 33, 0.5f, 1.5f);
+    const NormShape shape{n, T, 1, row, 0, row, 0};
+    for (const Q8Kind kind : {Q8Kind::Q8_0, Q8Kind::Q8_1, Q8Kind::Q8_K}) {
+      std::vector<float> xs[2], ys[2];
+      Q8Contents q8[2];
+      uint32_t dispatches[2] = {};
+      for (int fused = 0; fused < 2; ++fused) {
+        Buffer xb = to_device(dev(), x), rb = to_device(dev(), r), wb = to_device(dev(), w);
+        Buffer yb = to_device(dev(), std::vector<float>(x.size(), 0.0f));
+        Q8Activations a = make_q8_activations(dev(), T, n, kind);
+        CommandList cl(dev());
+        cl.begin();
+        if (fused) {
+          record_add_rms_norm_quantize(cl, dev(), shape, kEps, whole(xb), whole(rb), whole(wb), whole(yb), &a);
+        } else {
+          record_add_rms_norm(cl, dev(), shape, kEps, whole(xb), whole(rb), whole(wb), whole(yb));
+          record_quantize(cl, dev(), whole(yb), T, n, row, a);
+        }
+        cl.end();
+        cl.run();
+        dispatches[fused] = cl.dispatches();
+        xs[fused] = from_device<float>(dev(), xb, x.size());
+        ys[fused] = from_device<float>(dev(), yb, x.size());
+        q8[fused] = q8_contents(dev(), a);
+      }
+      const std::string what = fmt::format("n {} {}", n, q8_kind_name(kind));
+      EXPECT_EQ(xs[1], xs[0]) << what;
+      EXPECT_EQ(ys[1], ys[0]) << what;
+      EXPECT_EQ(q8[1].quants, q8[0].quants) << what;
+      EXPECT_EQ(q8[1].scales, q8[0].scales) << what;
+      EXPECT_EQ(dispatches[1], kind != Q8Kind::Q8_K && n <= kNormQuantizeMaxCols ? 1u : 2u) << what;
+    }
+  }
+  // A scratch with fewer rows than the pass is refused, not overrun.
+  Buffer b = to_device(dev(), std::vector<float>(5 * 1024, 1.0f));
+  Q8Activations small = make_q8_activations(dev(), 2, 1024, Q8Kind::Q8_0);
+  CommandList cl(dev());
+  cl.begin();
+  EXPECT_THROW(record_add_rms_norm_quantize(cl, dev(), NormShape{1024, 5, 1, 1024, 0, 1024, 0}, kEps, whole(b), whole(b),
+                                            whole(b), whole(b), &small),
+               VulkanError);
+  cl.end();
+}
+
+// A norm and the quantisation of its output in one dispatch (rms_norm.comp QUANT) against the
+// two: the GDN's gated norm over heads side by side (the output projection's input), a layer
+// norm, and heads apart in their rows (not fusable: two dispatches, the same bits).
+TEST_F(NormRopeTest, NormAndQuantisationInOneDispatchAreBitwiseTheTwo) {
+  struct Case {
+    NormMode mode;
+    int64_t tokens, heads, n, x_row, x_head, y_row, y_head;
+    uint32_t dispatches;
+  };
+  for (const Case& c : {Case{NormMode::Gated, 5, 4, 128, 4 * 128, 128, 4 * 128 + 32, 128, 1},
+                        Case{NormMode::Weighted, 3, 1, 2048, 2048 + 64, 0, 2048 + 64, 0, 1},
+                        Case{NormMode::Gated, 3, 2, 64, 3 * 64, 64, 3 * 64, 96, 2}}) {
+    const size_t xs = static_cast<size_t>(c.tokens * c.x_row), ys = static_cast<size_t>(c.tokens * c.y_row);
+    const std::vector<float> x = random_floats(xs, 41, -2.0f, 2.0f), w = random_floats(c.n, 42, 0.5f, 1.5f);
+    const std::vector<float> z = random_floats(ys, 43, -4.0f, 4.0f);
+    const NormShape shape{c.n, c.tokens, c.heads, c.x_row, c.x_head, c.y_row, c.y_head};
+    for (const Q8Kind kind : {Q8Kind::Q8_0, Q8Kind::Q8_1}) {
+      std::vector<float> out[2];
+      Q8Contents q8[2];
+      uint32_t dispatches[2] = {};
+      for (int fused = 0; fused < 2; ++fused) {
+        Buffer xb = to_device(dev(), x), wb = to_device(dev(), w), zb = to_device(dev(), z);
+        Buffer yb = to_device(dev(), std::vector<float>(ys, 0.0f));
+        Q8Activations a = make_q8_activations(dev(), c.tokens, c.heads * c.n, kind);
+        CommandList cl(dev());
+        cl.begin();
+        if (fused) {
+          record_rms_norm_quantize(cl, dev(), shape, c.mode, kEps, 1.0f, whole(xb), whole(wb), whole(zb), whole(yb), a);
+        } else {
+          record_rms_norm(cl, dev(), shape, c.mode, kEps, 1.0f, whole(xb), whole(wb), whole(zb), whole(yb));
+          record_quantize(cl, dev(), whole(yb), c.tokens, c.heads * c.n, c.y_row, a);
+        }
+        cl.end();
+        cl.run();
+        dispatches[fused] = cl.dispatches();
+        out[fused] = from_device<float>(dev(), yb, ys);
+        q8[fused] = q8_contents(dev(), a);
+      }
+      const std::string what = fmt::format("{} heads of {} {}", c.heads, c.n, q8_kind_name(kind));
+      EXPECT_EQ(out[1], out[0]) << what;
+      EXPECT_EQ(q8[1].quants, q8[0].quants) << what;
+      EXPECT_EQ(q8[1].scales, q8[0].scales) << what;
+      EXPECT_EQ(dispatches[1], c.dispatches) << what;
+    }
+  }
 }
 
 TEST_F(NormRopeTest, RopeNeoxMatchesOps) {

@@ -55,6 +55,7 @@ void check_router(Device& dev, int64_t tokens, int ne, int k, std::vector<float>
 TEST_F(RoutingTest, RouterMatchesTheCpuRouting) {
   check_router(dev(), 37, 256, 8, random_floats(37 * 256, 21, -4.0f, 4.0f), false);
   check_router(dev(), 9, 61, 5, random_floats(9 * 61, 22, -2.0f, 2.0f), false);
+  check_router(dev(), 5, 512, 16, random_floats(5 * 512, 23, -4.0f, 4.0f), false);  // the shader's bounds
 }
 
 // Exact ties (equal logits) go to the lower expert id on both sides, bit for bit.

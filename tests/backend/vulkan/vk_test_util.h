@@ -13,6 +13,7 @@
 #include "backend/vulkan/commands.h"
 #include "backend/vulkan/device.h"
 #include "backend/vulkan/instance.h"
+#include "backend/vulkan/ops.h"
 #include "kernels/matmul.h"
 
 namespace clover::vulkan::test {
@@ -63,6 +64,16 @@ std::vector<T> from_device(Device& dev, const Buffer& b, size_t n) {
   std::vector<T> out(n);
   dev.download(b, 0, out.data(), n * sizeof(T));  // a multiple of 4 bytes in every test
   return out;
+}
+
+// Everything a quantised-activation scratch holds, to compare two of them bit for bit.
+struct Q8Contents {
+  std::vector<uint32_t> quants;
+  std::vector<float> scales;
+};
+inline Q8Contents q8_contents(Device& dev, const Q8Activations& a) {
+  return {from_device<uint32_t>(dev, a.quants, static_cast<size_t>(a.quants.size() / 4)),
+          from_device<float>(dev, a.scales, static_cast<size_t>(a.scales.size() / 4))};
 }
 
 }  // namespace clover::vulkan::test

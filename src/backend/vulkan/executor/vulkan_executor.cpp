@@ -514,7 +514,19 @@ void VulkanExecutor::record_pass(RecordedPass& r, std::span<Pass> passes, const 
   }
   ElementwiseShape copy{E, N, s.sE, s.sE};
   record_elementwise(*rec_, *dev_, Elementwise::Copy, copy, whole(s.embd_host), whole(s.x));
-  for (int il = first_layer_; il < hp_.n_layer; ++il) record_layer(il, passes, row0, N);
+  {
+    const NormShape rows_shape{E, N, 1, s.sE, 0, s.sE, 0};
+    const DeviceLayer& L0 = w_.layers[first_layer_];
+    QuantActs hq = write_quantized(mixer_needs(first_layer_), whole(s.h), N, E, s.sE, [&](const Q8Activations* a) {
+      if (a)
+        record_rms_norm_quantize(*rec_, *dev_, rows_shape, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.x),
+                                 whole(*L0.attn_norm), whole(*L0.attn_norm), whole(s.h), *a);
+      else
+        record_rms_norm(*rec_, *dev_, rows_shape, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.x), whole(*L0.attn_norm),
+                        whole(*L0.attn_norm), whole(s.h));
+    });
+    for (int il = first_layer_; il < hp_.n_layer; ++il) hq = record_layer(il, passes, row0, N, hq);
+  }
   // The routing ids of every layer to the host, for the statistics.
   const uint64_t ids_bytes = static_cast<uint64_t>(N) * hp_.n_expert_used * sizeof(int32_t);
   std::vector<VkBufferCopy> regions;
@@ -537,36 +549,68 @@ void VulkanExecutor::record_pass(RecordedPass& r, std::span<Pass> passes, const 
   r.complete = true;
 }
 
-void VulkanExecutor::record_layer(int il, std::span<Pass> passes, const std::vector<int>& row0, int N) {
-  Scratch& s = *s_;
+unsigned VulkanExecutor::mixer_needs(int il) const {
   const DeviceLayer& L = w_.layers[il];
-  const int64_t E = hp_.n_embd;
-  const NormShape rows_shape{E, N, 1, s.sE, 0, s.sE, 0};
-  // Each residual add and the norm after it are one dispatch (record_add_rms_norm, bitwise the
-  // two): the layer's first norm is done by the previous device layer's closing add.
-  if (il == first_layer_)
-    record_rms_norm(*rec_, *dev_, rows_shape, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.x), whole(*L.attn_norm),
-                    whole(*L.attn_norm), whole(s.h));
-  if (L.recurrent)
-    record_gdn(il, passes, row0, N);
-  else
-    record_attention(il, passes, row0, N);
-  record_add_rms_norm(*rec_, *dev_, rows_shape, hp_.rms_eps, whole(s.x), whole(s.y), whole(*L.post_norm), whole(s.h));
-  record_moe(il, N);
-  if (il + 1 < hp_.n_layer) {
-    record_add_rms_norm(*rec_, *dev_, rows_shape, hp_.rms_eps, whole(s.x), whole(s.y), whole(*w_.layers[il + 1].attn_norm),
-                        whole(s.h));
-  } else {
-    const ElementwiseShape add{E, N, s.sE, s.sE};
-    record_elementwise(*rec_, *dev_, Elementwise::Add, add, whole(s.y), whole(s.x));
-  }
+  return L.recurrent ? need(L.qkv) | need(L.gate) | need(L.beta) | need(L.alpha) : need(L.q) | need(L.k) | need(L.v);
 }
 
-void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vector<int>& row0, int N) {
+unsigned VulkanExecutor::moe_needs(int il) const {
+  const DeviceLayer& L = w_.layers[il];
+  return need(L.router) | need(L.shared_gate_inp) | need(L.shared_gate) | need(L.shared_up) | need(L.gate_exps) |
+         need(L.up_exps);
+}
+
+VulkanExecutor::QuantActs VulkanExecutor::write_quantized(unsigned needed, BufferRange y, int64_t rows, int64_t cols,
+                                                          int64_t stride,
+                                                 const std::function<void(const Q8Activations*)>& op) {
+  QuantActs q;
+  const Q8Activations* first = nullptr;
+  for (int k = 0; k < 3; ++k) {  // Q8_0 and Q8_1 before Q8_K: the kinds an op quantises in its dispatch
+    if (!(needed & (1u << k))) continue;
+    q.kinds[k] = &q8_scratch(cols, k, 0);
+    if (!first) first = q.kinds[k];
+  }
+  op(first);
+  for (const Q8Activations* a : q.kinds)
+    if (a && a != first) record_quantize(*rec_, *dev_, y, rows, cols, stride, *a);
+  return q;
+}
+
+VulkanExecutor::QuantActs VulkanExecutor::record_layer(int il, std::span<Pass> passes, const std::vector<int>& row0, int N,
+                                                       const QuantActs& hq) {
+  Scratch& s = *s_;
+  const DeviceLayer& L = w_.layers[il];
+  const int64_t E = hp_.n_embd, NE = hp_.n_expert, k = hp_.n_expert_used;
+  const NormShape rows_shape{E, N, 1, s.sE, 0, s.sE, 0};
+  if (L.recurrent)
+    record_gdn(il, passes, row0, N, hq);
+  else
+    record_attention(il, passes, row0, N, hq);
+  // Each residual add, the norm after it and the quantisation of its output are one dispatch
+  // (bitwise the three); after the MoE block the combine of its outputs is in it too.
+  const QuantActs hm = write_quantized(moe_needs(il), whole(s.h), N, E, s.sE, [&](const Q8Activations* a) {
+    record_add_rms_norm_quantize(*rec_, *dev_, rows_shape, hp_.rms_eps, whole(s.x), whole(s.y), whole(*L.post_norm),
+                                 whole(s.h), a);
+  });
+  record_moe(il, N, hm);
+  const MoeCombineInputs c{whole(s.d), whole(s.ds), whole(s.wts), whole(s.groups), whole(s.gamma), 1, NE, k};
+  if (il + 1 < hp_.n_layer)
+    return write_quantized(mixer_needs(il + 1), whole(s.h), N, E, s.sE, [&](const Q8Activations* a) {
+      record_moe_combine_add_rms_norm(*rec_, *dev_, c, rows_shape, hp_.rms_eps, whole(s.x), whole(*w_.layers[il + 1].attn_norm),
+                                      whole(s.h), a);
+    });
+  record_moe_combine(*rec_, *dev_, c.down, c.shared, c.weights, c.groups, c.gamma, c.gamma_stride, N, NE, k, E, whole(s.y),
+                     s.sE);
+  const ElementwiseShape add{E, N, s.sE, s.sE};
+  record_elementwise(*rec_, *dev_, Elementwise::Add, add, whole(s.y), whole(s.x));
+  return {};
+}
+
+void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vector<int>& row0, int N,
+                                const QuantActs& q8) {
   Scratch& s = *s_;
   const DeviceLayer& L = w_.layers[il];
   const int64_t E = hp_.n_embd, C = hp_.gdn_qkv_dim(), Hk = hp_.gdn_k_heads, Hv = hp_.gdn_v_heads, d = hp_.gdn_head_dim;
-  const QuantActs q8 = quantize(need(L.qkv) | need(L.gate) | need(L.beta) | need(L.alpha), whole(s.h), N, E, s.sE);
   matmul(L.qkv, whole(s.h), s.sE, q8, N, whole(s.qkv), s.sC);
   matmul(L.gate, whole(s.h), s.sE, q8, N, whole(s.z), s.sO);
   matmul(L.beta, whole(s.h), s.sE, q8, N, whole(s.beta), s.sHv);
@@ -615,17 +659,22 @@ void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vecto
   }
   // Gated RMSNorm of every head's output, then the output projection.
   const NormShape gated{d, N, Hv, s.sO, d, s.sO, d};
-  record_rms_norm(*rec_, *dev_, gated, NormMode::Gated, hp_.rms_eps, 1.0f, whole(s.o), whole(*L.norm), whole(s.z),
-                  whole(s.o));
-  const QuantActs q8o = quantize(need(L.out), whole(s.o), N, Hv * d, s.sO);
+  const QuantActs q8o = write_quantized(need(L.out), whole(s.o), N, Hv * d, s.sO, [&](const Q8Activations* a) {
+    if (a)
+      record_rms_norm_quantize(*rec_, *dev_, gated, NormMode::Gated, hp_.rms_eps, 1.0f, whole(s.o), whole(*L.norm),
+                               whole(s.z), whole(s.o), *a);
+    else
+      record_rms_norm(*rec_, *dev_, gated, NormMode::Gated, hp_.rms_eps, 1.0f, whole(s.o), whole(*L.norm), whole(s.z),
+                      whole(s.o));
+  });
   matmul(L.out, whole(s.o), s.sO, q8o, N, whole(s.y), s.sE);
 }
 
-void VulkanExecutor::record_attention(int il, std::span<Pass> passes, const std::vector<int>& row0, int N) {
+void VulkanExecutor::record_attention(int il, std::span<Pass> passes, const std::vector<int>& row0, int N,
+                                      const QuantActs& q8) {
   Scratch& s = *s_;
   const DeviceLayer& L = w_.layers[il];
-  const int64_t E = hp_.n_embd, hd = hp_.head_dim, nh = hp_.n_head, nkv = hp_.n_head_kv;
-  const QuantActs q8 = quantize(need(L.q) | need(L.k) | need(L.v), whole(s.h), N, E, s.sE);
+  const int64_t hd = hp_.head_dim, nh = hp_.n_head, nkv = hp_.n_head_kv;
   matmul(L.q, whole(s.h), s.sE, q8, N, whole(s.qg), s.sQG);
   matmul(L.k, whole(s.h), s.sE, q8, N, whole(s.k), s.sKV);
   matmul(L.v, whole(s.h), s.sE, q8, N, whole(s.v), s.sKV);
@@ -666,21 +715,21 @@ void VulkanExecutor::record_attention(int il, std::span<Pass> passes, const std:
   // Output gate: attn *= sigmoid(the gate half of each head), then the output projection.
   ElementwiseShape gate{nh * hd, N, s.sQ, s.sQG};
   gate.seg = hd, gate.x_seg = 2 * hd, gate.x_off = hd;
-  record_elementwise(*rec_, *dev_, Elementwise::MulSigmoid, gate, whole(s.qg), whole(s.attn));
-  const QuantActs q8o = quantize(need(L.o), whole(s.attn), N, nh * hd, s.sQ);
+  const QuantActs q8o = write_quantized(need(L.o), whole(s.attn), N, nh * hd, s.sQ, [&](const Q8Activations* a) {
+    if (a)
+      record_sigmoid_gate_quantize(*rec_, *dev_, gate, whole(s.qg), whole(s.attn), *a);
+    else
+      record_elementwise(*rec_, *dev_, Elementwise::MulSigmoid, gate, whole(s.qg), whole(s.attn));
+  });
   matmul(L.o, whole(s.attn), s.sQ, q8o, N, whole(s.y), s.sE);
 }
 
-void VulkanExecutor::record_moe(int il, int N) {
+void VulkanExecutor::record_moe(int il, int N, const QuantActs& q8) {
   Scratch& s = *s_;
   const DeviceLayer& L = w_.layers[il];
   const int64_t E = hp_.n_embd, NE = hp_.n_expert, k = hp_.n_expert_used, ff = hp_.n_ff_exp, fs = hp_.n_ff_shexp;
   const BufferRange router{&s.router, s.router_slice * il, s.router_slice};
   const BufferRange ids{&s.ids, s.ids_slice * il, s.ids_slice};
-  const QuantActs q8 =
-      quantize(need(L.router) | need(L.shared_gate_inp) | need(L.shared_gate) | need(L.shared_up) |
-                   need(L.gate_exps) | need(L.up_exps),
-               whole(s.h), N, E, s.sE);
   // The shared expert's first products (they read h only), and the rest of the layer's device
   // work once the rows are grouped: the shared expert's swiglu and down product, the routed
   // experts the device holds (gate and up read each routed row's token; down reads the routed
@@ -723,8 +772,6 @@ void VulkanExecutor::record_moe(int il, int N) {
       shared_rest_and_device_experts();
     });
   }
-  record_moe_combine(*rec_, *dev_, whole(s.d), whole(s.ds), whole(s.wts), whole(s.groups), whole(s.gamma), 1, N, NE, k, E,
-                     whole(s.y), s.sE);
 }
 
 void VulkanExecutor::record_head_chunk(const std::vector<HeadRow>& want, size_t chunk) {

@@ -130,10 +130,6 @@ class VulkanExecutor final : public backend::Executor {
   // and begins the next: for a pass that needs the host in its middle. beside_next: host work
   // run while the next segment executes (RecordedPass::Segment).
   void split_pass(std::function<void()> host_step, std::function<void()> beside_next = nullptr);
-  void record_layer(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
-  void record_gdn(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
-  void record_attention(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N);
-  void record_moe(int il, int N);
   void record_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
   void read_head_chunk(const std::vector<HeadRow>& want, size_t chunk);
   // The split points of a layer with experts in host RAM (hybrid_moe.cpp): after the routing, the
@@ -162,6 +158,22 @@ class VulkanExecutor final : public backend::Executor {
       return reads_q8_activations(t) ? kinds[static_cast<int>(activation_kind(t))] : nullptr;
     }
   };
+  // A layer's ops. Each takes its input rows h quantised in the kinds its products need (hq, by
+  // whoever normed h: the norms quantise as they write, rms_norm.comp QUANT) and record_layer
+  // returns the next layer's, normed and quantised in the dispatch that closes this layer.
+  QuantActs record_layer(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N, const QuantActs& hq);
+  void record_gdn(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N, const QuantActs& hq);
+  void record_attention(int il, std::span<backend::Pass> passes, const std::vector<int>& row0, int N, const QuantActs& hq);
+  void record_moe(int il, int N, const QuantActs& hq);
+  // The activation kinds of the products that read a layer's normed rows: its mixer's
+  // projections, its MoE block's.
+  unsigned mixer_needs(int il) const;
+  unsigned moe_needs(int il) const;
+  // Rows y (rows of cols, stride apart) written by `op` (a norm, the attention gate), quantised for
+  // the kinds `needed`: op is handed the first kind's scratch (nullptr for none) to quantise into
+  // in its own dispatch; any other kind (a file mixing kinds on one input) gets a dispatch of its own.
+  QuantActs write_quantized(unsigned needed, BufferRange y, int64_t rows, int64_t cols, int64_t stride,
+                            const std::function<void(const Q8Activations*)>& op);
   // `slot` picks one of several buffers of the same width, so two quantised inputs can be live at
   // once (the shared expert's beside the routed experts': no write-after-read barrier between them).
   QuantActs quantize(unsigned needed, BufferRange x, int64_t rows, int64_t cols, int64_t stride, int slot = 0);

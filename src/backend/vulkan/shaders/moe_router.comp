@@ -2,8 +2,8 @@
 // MoE routing of each token, the twin of the routing in model/moe.cpp: p = softmax(logits) over
 // the n_expert experts; the k largest p, ties to the lower expert id (an insertion in id order,
 // as the CPU does it); weights p_e / max(sum of the chosen p, 2^-14). One workgroup per token:
-// the softmax is a shared-memory max and sum tree, the selection one invocation's loop (k <= 16
-// over at most 512 experts: a few thousand comparisons).
+// the softmax is a shared-memory max and sum tree, the selection k rounds of a tree (k <= 16, at
+// most 512 experts).
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Logits { float logits[]; };
 layout(std430, binding = 1) writeonly buffer Ids { int ids[]; };         // [token][k]
@@ -18,6 +18,14 @@ layout(push_constant) uniform Push {
 const uint WG = 64;
 shared float prob[512];
 shared float red[WG];
+shared float bv[WG];
+shared uint bi[WG];
+shared int chosen[16];
+const uint NONE = 0xffffffffu;
+
+// Whether entry (va, ia) comes before (vb, ib): larger p, or equal p and the lower id; an empty
+// slot (NONE) comes after everything.
+bool before(float va, uint ia, float vb, uint ib) { return ia != NONE && (ib == NONE || va > vb || (va == vb && ia < ib)); }
 
 void main() {
   const uint t = gl_WorkGroupID.x;
@@ -48,23 +56,44 @@ void main() {
   const float inv_sum = 1.0 / red[0];
   for (uint e = tid; e < p.n_expert; e += WG) prob[e] *= inv_sum;
   barrier();
-  if (tid != 0u) return;
-
-  int ch[16];
-  for (uint j = 0; j < p.k; ++j) ch[j] = -1;
-  for (uint e = 0; e < p.n_expert; ++e) {
-    uint pos = p.k;
-    while (pos > 0u && (ch[pos - 1u] < 0 || prob[e] > prob[ch[pos - 1u]])) --pos;
-    if (pos < p.k) {
-      for (uint j = p.k - 1u; j > pos; --j) ch[j] = ch[j - 1u];
-      ch[pos] = int(e);
+  // The k largest in (p descending, expert ascending) order: k rounds of a shared-memory tree, each
+  // keeping the better of two in that strict order among the entries after the last round's winner
+  // (select_top.comp's method). The same experts in the same order as the CPU's insertion in id
+  // order (ties to the lower id), so the weights' sum below adds them in the CPU's order.
+  float prev_v = 0.0;
+  uint prev_i = NONE;
+  for (uint j = 0; j < p.k; ++j) {
+    float mv = 0.0;
+    uint mi = NONE;
+    for (uint e = tid; e < p.n_expert; e += WG) {
+      const float v = isnan(prob[e]) ? -1.0 : prob[e];  // NaN below every probability: never NONE
+      if (prev_i != NONE && !(v < prev_v || (v == prev_v && e > prev_i))) continue;
+      if (before(v, e, mv, mi)) {
+        mv = v;
+        mi = e;
+      }
     }
+    bv[tid] = mv;
+    bi[tid] = mi;
+    barrier();
+    for (uint s = WG / 2u; s > 0u; s >>= 1) {
+      if (tid < s && before(bv[tid + s], bi[tid + s], bv[tid], bi[tid])) {
+        bv[tid] = bv[tid + s];
+        bi[tid] = bi[tid + s];
+      }
+      barrier();
+    }
+    prev_v = bv[0];
+    prev_i = bi[0];
+    if (tid == 0u) chosen[j] = int(prev_i);
+    barrier();  // every invocation has read round j's winner before round j + 1 writes the tree
   }
+  if (tid != 0u) return;
   float wsum = 0.0;
-  for (uint j = 0; j < p.k; ++j) wsum += prob[ch[j]];
+  for (uint j = 0; j < p.k; ++j) wsum += prob[chosen[j]];
   wsum = max(wsum, 6.103515625e-5);
   for (uint j = 0; j < p.k; ++j) {
-    ids[t * p.k + j] = ch[j];
-    wts[t * p.k + j] = prob[ch[j]] / wsum;
+    ids[t * p.k + j] = chosen[j];
+    wts[t * p.k + j] = prob[chosen[j]] / wsum;
   }
 }

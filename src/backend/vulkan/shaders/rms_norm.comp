@@ -9,24 +9,50 @@
 // likewise for y and z (z shares y's strides). One workgroup per row; the sum of squares is a
 // float tree in shared memory (the CPU adds float squares in double: a difference of an ulp or so).
 //
-// With ADD (rms_norm_add, mode 0 only): the residual add before a norm in one dispatch,
-//   x += r;  y = x / sqrt(mean(x^2) + eps) * w
-// (r at x's strides), bitwise elementwise.comp's add followed by this norm: each invocation
-// stores x + r and squares the same float, and reads back only the values it stored itself.
+// Fused forms (ADD and COMBINE: a layer's residual adds, mode 0, one head a row), each bitwise the
+// dispatches it replaces (one barrier fewer each):
+//   ADD      x += r;  y = x / sqrt(mean(x^2) + eps) * w  (elementwise.comp's add, then this norm:
+//            each invocation stores x + r and squares the same float, and reads back only the
+//            values it stored itself)
+//   COMBINE  with ADD, r is the MoE layer's output computed in place (moe_combine.glsl, the
+//            arithmetic of moe_combine.comp), so the combine, the add and the norm are one dispatch
+//   QUANT    (with or without ADD, any mode) y is also quantised to Q8_0 blocks (Q8_1 with Q8_1
+//            defined) for the products that read it (quantize_block.glsl, the arithmetic of
+//            quantize_q8_0_activation.comp): the row is kept in shared memory (n <= MAX_N, a
+//            multiple of 32), quantised block by block
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
 #if defined(ADD)
 layout(std430, binding = 0) buffer In { float x[]; };             // the residual stream, added to
-layout(std430, binding = 1) readonly buffer Weight { float w[]; };
-layout(std430, binding = 2) readonly buffer Res { float r[]; };    // what is added
 #else
 layout(std430, binding = 0) readonly buffer In { float x[]; };
+#endif
 layout(std430, binding = 1) readonly buffer Weight { float w[]; };
+#if defined(COMBINE)
+layout(std430, binding = 2) readonly buffer Down { float down[]; };    // [routed rows][n]
+layout(std430, binding = 4) readonly buffer Shared { float sh[]; };    // [tokens][n]
+layout(std430, binding = 5) readonly buffer Weights { float wts[]; };  // [tokens][k]
+layout(std430, binding = 6) readonly buffer Groups { int grp[]; };     // moe_group.comp's layout
+layout(std430, binding = 7) readonly buffer Gamma { float gamma[]; };  // [tokens] (stride gamma_stride)
+#include "moe_combine.glsl"
+#define QUANT_BINDING 8
+#elif defined(ADD)
+layout(std430, binding = 2) readonly buffer Res { float r[]; };    // what is added
+#define QUANT_BINDING 4
+#else
 layout(std430, binding = 2) readonly buffer Gate { float z[]; };
+#define QUANT_BINDING 4
 #endif
 layout(std430, binding = 3) writeonly buffer Out { float y[]; };
+#if defined(QUANT)
+layout(std430, binding = QUANT_BINDING) writeonly buffer Quants { uint q[]; };      // [rows][n / 32][8]
+layout(std430, binding = QUANT_BINDING + 1) writeonly buffer Scales { float d[]; };  // [rows][n / 32] (x2: Q8_1)
+#include "quantize_block.glsl"
+const uint MAX_N = 4096;  // ops.h kNormQuantizeMaxCols
+shared float row_out[MAX_N];
+#endif
 
 layout(push_constant) uniform Push {
   uint n;
@@ -36,6 +62,9 @@ layout(push_constant) uniform Push {
   float eps;
   float post;
   uint mode;
+#if defined(COMBINE)
+  uint k, tokens, n_expert, gamma_stride;
+#endif
 } p;
 
 const uint WG = 64;
@@ -49,7 +78,11 @@ void main() {
   float s = 0.0;
 #if defined(ADD)
   for (uint i = tid; i < p.n; i += WG) {
+#if defined(COMBINE)
+    const float v = x[xb + i] + combine_value(t, i, p.n, p.k, p.tokens, p.n_expert, p.gamma_stride);
+#else
     const float v = x[xb + i] + r[xb + i];
+#endif
     x[xb + i] = v;
     s += v * v;
   }
@@ -67,16 +100,32 @@ void main() {
   for (uint i = tid; i < p.n; i += WG) {
     const float v = x[xb + i] * scale;
 #if defined(ADD)
-    y[yb + i] = v * w[i];
+    const float o = v * w[i];
 #else
+    float o;
     if (p.mode == 0u) {
-      y[yb + i] = v * w[i];
+      o = v * w[i];
     } else if (p.mode == 1u) {
-      y[yb + i] = v * p.post;
+      o = v * p.post;
     } else {
       const float g = z[yb + i];
-      y[yb + i] = v * w[i] * (g / (1.0 + exp(-g)));
+      o = v * w[i] * (g / (1.0 + exp(-g)));
     }
 #endif
+    y[yb + i] = o;
+#if defined(QUANT)
+    row_out[i] = o;
+#endif
   }
+#if defined(QUANT)
+  // Row (t, h) is blocks [(t * heads + h) * n / 32, ...) of the quantised rows: the heads of a
+  // token lie side by side in y (y_head_stride == n), each a whole number of blocks.
+  barrier();
+  const uint nb = p.n / 32u;
+  for (uint b = tid; b < nb; b += WG) {
+    float v[32];
+    for (uint j = 0; j < 32u; ++j) v[j] = row_out[b * 32u + j];
+    quantize_block(v, gl_WorkGroupID.x * nb + b);
+  }
+#endif
 }
