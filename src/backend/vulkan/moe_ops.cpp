@@ -69,6 +69,21 @@ void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tok
   cl.dispatch(p, {ids, groups_out}, push, 1);
 }
 
+void record_moe_route_and_group(CommandList& cl, Device& dev, BufferRange logits, int64_t tokens, int64_t n_expert,
+                                int64_t k, int64_t stride, BufferRange ids, BufferRange weights, BufferRange groups,
+                                BufferRange done) {
+  if (n_expert < 1 || n_expert > 512 || k < 1 || k > 16 || k > n_expert || tokens < 1)
+    throw VulkanError(fmt::format("moe_route_and_group: {} tokens, {} experts, top-{} (the shader takes up to 512 experts, "
+                                  "k <= 16)", tokens, n_expert, k));
+  if (done.size() < 4) throw VulkanError("moe_route_and_group: no word for the count of routed tokens");
+  struct Push {
+    uint32_t n_expert, k, stride, tokens;
+  };
+  const Pipeline& p = dev.pipelines().get("moe_router_group", 5, sizeof(Push));
+  const Push push{u32(n_expert, "n_expert"), u32(k, "k"), u32(stride, "stride"), u32(tokens, "tokens")};
+  cl.dispatch(p, {logits, ids, weights, groups, done}, push, detail::groups(tokens, 1, "moe_route_and_group"));
+}
+
 int64_t matmul_experts_dispatches(const Device& dev, const DeviceExperts& w) {
   const int64_t chunk = detail::units_per_dispatch(dev, w.expert_stride, "matmul_experts (one expert's matrix)");
   int64_t n = 0;

@@ -42,6 +42,12 @@ inline int64_t moe_group_active_offset(int64_t n_expert, int64_t routed_rows) { 
 // moe_group.comp (twin: the grouping in model/moe.cpp): ids [tokens][k] -> groups.
 void record_moe_group(CommandList& cl, Device& dev, BufferRange ids, int64_t tokens, int64_t n_expert, int64_t k,
                       BufferRange groups);
+// record_moe_router then record_moe_group in one dispatch (moe_router.comp GROUP; bitwise the
+// two): the last workgroup to route groups the pass. `done` is one word that must hold 0 before
+// the dispatch (the dispatch leaves it 0 again).
+void record_moe_route_and_group(CommandList& cl, Device& dev, BufferRange logits, int64_t tokens, int64_t n_expert,
+                                int64_t k, int64_t stride, BufferRange ids, BufferRange weights, BufferRange groups,
+                                BufferRange done);
 
 // matmul.comp with EXPERTS (twin: kernels::matmul_selected per expert): for every expert e the
 // device stores and each routed row r of e, y[r * y_stride + o] = W_e row o . activation row (gather ? token[r] : r).

@@ -253,6 +253,25 @@ void record_rope_neox(CommandList& cl, Device& dev, const RopeShape& s, BufferRa
   cl.dispatch(p, {x, table}, push, groups(s.tokens * s.heads * (s.n_rot / 2), 64, "rope"));
 }
 
+void record_rms_norm_rope(CommandList& cl, Device& dev, const NormShape& s, float eps, BufferRange x, BufferRange w,
+                          BufferRange y, int64_t n_rot, BufferRange table) {
+  if (n_rot < 2 || n_rot % 2 || n_rot > s.n)
+    throw VulkanError(fmt::format("rms_norm_rope: n_rot {} must be even, positive and at most the head's {}", n_rot, s.n));
+  if (s.n > kNormQuantizeMaxCols) {
+    record_rms_norm(cl, dev, s, NormMode::Weighted, eps, 1.0f, x, w, w, y);
+    record_rope_neox(cl, dev, RopeShape{s.tokens, s.heads, n_rot, s.y_row, s.y_head}, y, table);
+    return;
+  }
+  if (s.n < 1 || s.tokens < 1 || s.heads < 1) throw VulkanError("rms_norm_rope: empty shape");
+  struct Push {
+    NormPush norm;
+    uint32_t n_rot;
+  };
+  const Pipeline& p = dev.pipelines().get("rms_norm_rope", 5, sizeof(Push));
+  cl.dispatch(p, {x, w, w, y, table}, Push{norm_push(s, NormMode::Weighted, eps, 1.0f), u32(n_rot, "n_rot")},
+              groups(s.tokens * s.heads, 1, "rms_norm_rope"));
+}
+
 void record_argmax(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t n, int64_t stride, BufferRange best) {
   if (n < 1) throw VulkanError("argmax: empty row");
   const Pipeline& p = dev.pipelines().get("argmax", 2, sizeof(ArgmaxPush));
@@ -351,6 +370,35 @@ void record_conv_silu(CommandList& cl, Device& dev, int64_t channels, int kernel
   const ConvPush push{u32(channels, "channels"), static_cast<uint32_t>(kernel), u32(tokens, "tokens"),
                       u32(x_stride, "x_stride"), u32(y_stride, "y_stride")};
   cl.dispatch(p, {x, state, w, y}, push, groups(channels, 64, "conv_silu"));
+}
+
+void record_conv_silu_l2(CommandList& cl, Device& dev, int64_t channels, int kernel, int64_t tokens, BufferRange x,
+                         int64_t x_stride, BufferRange state, BufferRange w, BufferRange y, int64_t y_stride, int64_t d,
+                         int64_t norm_heads, float eps) {
+  if (d < 1 || norm_heads < 0 || norm_heads * d > channels)
+    throw VulkanError(fmt::format("conv_silu_l2: {} heads of {} normed in {} channels", norm_heads, d, channels));
+  const float fd = static_cast<float>(d);
+  // Loop iterations of one invocation of the fused shader per token (at most 4 channels, each its
+  // K taps and K - 1 shifts; the tree; the stores), against lavapipe's budget with a margin.
+  const int64_t per = (d + 63) / 64, iterations = tokens * (per * (2 * kernel + 1) + 8);
+  if (channels % d || d > 256 || iterations > 60000) {
+    record_conv_silu(cl, dev, channels, kernel, tokens, x, x_stride, state, w, y, y_stride);
+    const NormShape l2{d, tokens, norm_heads, y_stride, d, y_stride, d};
+    if (norm_heads > 0) record_rms_norm(cl, dev, l2, NormMode::Scaled, eps / fd, 1.0f / std::sqrt(fd), y, y, y, y);
+    return;
+  }
+  if (kernel < 2 || kernel > 8) throw VulkanError(fmt::format("conv_silu: kernel {} (2..8)", kernel));
+  if (channels < 1 || tokens < 1) throw VulkanError("conv_silu: empty shape");
+  struct Push {
+    ConvPush conv;
+    uint32_t d, norm_heads;
+    float eps, post;
+  };
+  const Push push{{u32(channels, "channels"), static_cast<uint32_t>(kernel), u32(tokens, "tokens"), u32(x_stride, "x_stride"),
+                   u32(y_stride, "y_stride")},
+                  u32(d, "d"), u32(norm_heads, "norm_heads"), eps / fd, 1.0f / std::sqrt(fd)};
+  const Pipeline& p = dev.pipelines().get("conv_silu_l2", 4, sizeof(Push));
+  cl.dispatch(p, {x, state, w, y}, push, groups(channels / d, 1, "conv_silu_l2"));
 }
 
 namespace {

@@ -117,6 +117,11 @@ struct RopeShape {
   int64_t tokens = 0, heads = 0, n_rot = 0, row_stride = 0, head_stride = 0;
 };
 void record_rope_neox(CommandList& cl, Device& dev, const RopeShape& s, BufferRange x, BufferRange table);
+// record_rms_norm Weighted over heads, then record_rope_neox on its output (tokens and heads of
+// s, rows y_row and heads y_head apart): one dispatch (rms_norm.comp ROPE, bitwise the two) where
+// the head fits the shader's row (n <= kNormQuantizeMaxCols), else the two.
+void record_rms_norm_rope(CommandList& cl, Device& dev, const NormShape& s, float eps, BufferRange x, BufferRange w,
+                          BufferRange y, int64_t n_rot, BufferRange table);
 
 // argmax.comp (twin: the greedy sampler's rule): best[2 r] = index, best[2 r + 1] = value bits.
 void record_argmax(CommandList& cl, Device& dev, BufferRange x, int64_t rows, int64_t n, int64_t stride, BufferRange best);
@@ -172,6 +177,14 @@ void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, flo
 // y = silu(causal depthwise conv of x), the state [K-1][C] advanced in place.
 void record_conv_silu(CommandList& cl, Device& dev, int64_t channels, int kernel, int64_t tokens, BufferRange x,
                       int64_t x_stride, BufferRange state, BufferRange w, BufferRange y, int64_t y_stride);
+// record_conv_silu, then the L2 norm of the first norm_heads heads of d channels of every output
+// row (record_rms_norm Scaled with eps / d and post 1 / sqrt(d), as the GDN layer norms its q and
+// k heads): one dispatch (conv_silu.comp L2, bitwise the two) where channels is a multiple of d,
+// d <= 256 and the run is short enough for one invocation's loops (lavapipe ends an invocation's
+// loops after 65,535 iterations in all: up to several hundred tokens), else the two.
+void record_conv_silu_l2(CommandList& cl, Device& dev, int64_t channels, int kernel, int64_t tokens, BufferRange x,
+                         int64_t x_stride, BufferRange state, BufferRange w, BufferRange y, int64_t y_stride, int64_t d,
+                         int64_t norm_heads, float eps);
 
 // gdn_step.comp (twin: kernels::gdn_step_ref with the gates of model/gdn.cpp): the delta rule
 // over `tokens` tokens for every value head, state [Hv][d][d] advanced in place. params holds

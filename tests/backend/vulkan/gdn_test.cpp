@@ -57,6 +57,53 @@ TEST_F(GdnTest, CausalConvMatchesTheReferenceAndAdvancesTheState) {
   std::printf("conv_silu: NMSE %.3g\n", e);
 }
 
+// The conv and the L2 norm of the q and k heads in one dispatch (conv_silu.comp L2) against the two
+// dispatches: outputs and the advanced state bitwise equal, for the full-size head width (128: two
+// channels an invocation), a width not a multiple of 64 (96) and one past 128 (200), one token
+// and a run, normed and plain heads; a run too long for one invocation's loop budget falls back
+// to the two dispatches (the same bits); channels not a multiple of d are not fused either.
+TEST_F(GdnTest, ConvAndL2NormInOneDispatchAreBitwiseTheTwo) {
+  struct Case {
+    int64_t d, heads, norm_heads, T;
+    int K;
+    uint32_t dispatches;
+  };
+  const float eps = 1e-6f;
+  for (const Case& c : {Case{128, 5, 2, 1, 4, 1}, Case{128, 5, 4, 37, 4, 1}, Case{96, 3, 2, 6, 3, 1}, Case{200, 3, 2, 9, 4, 1},
+                        Case{128, 3, 2, 2500, 4, 2}}) {
+    const int64_t C = c.d * c.heads, stride = C + 16;
+    const std::vector<float> x = random_floats(static_cast<size_t>(c.T * stride), 51, -2.0f, 2.0f);
+    const std::vector<float> w = random_floats(static_cast<size_t>(C * c.K), 52);
+    const std::vector<float> state = random_floats(static_cast<size_t>((c.K - 1) * C), 53);
+    std::vector<float> ys[2], sts[2];
+    uint32_t dispatches[2] = {};
+    for (int fused = 0; fused < 2; ++fused) {
+      Buffer xb = to_device(dev(), x), wb = to_device(dev(), w), sb = to_device(dev(), state);
+      Buffer yb = to_device(dev(), std::vector<float>(static_cast<size_t>(c.T * stride), 0.0f));
+      CommandList cl(dev());
+      cl.begin();
+      if (fused) {
+        record_conv_silu_l2(cl, dev(), C, c.K, c.T, whole(xb), stride, whole(sb), whole(wb), whole(yb), stride, c.d,
+                            c.norm_heads, eps);
+      } else {
+        const float fd = static_cast<float>(c.d);
+        record_conv_silu(cl, dev(), C, c.K, c.T, whole(xb), stride, whole(sb), whole(wb), whole(yb), stride);
+        record_rms_norm(cl, dev(), NormShape{c.d, c.T, c.norm_heads, stride, c.d, stride, c.d}, NormMode::Scaled, eps / fd,
+                        1.0f / std::sqrt(fd), whole(yb), whole(yb), whole(yb), whole(yb));
+      }
+      cl.end();
+      cl.run();
+      dispatches[fused] = cl.dispatches();
+      ys[fused] = from_device<float>(dev(), yb, static_cast<size_t>(c.T * stride));
+      sts[fused] = from_device<float>(dev(), sb, state.size());
+    }
+    const std::string what = std::to_string(c.heads) + " heads of " + std::to_string(c.d) + ", " + std::to_string(c.T) + " tokens";
+    EXPECT_EQ(ys[1], ys[0]) << what;
+    EXPECT_EQ(sts[1], sts[0]) << what;
+    EXPECT_EQ(dispatches[1], c.dispatches) << what;
+  }
+}
+
 // d 200: a row's 16 invocations hold 13 values each, the last workgroup's rows partly past d.
 TEST_F(GdnTest, DeltaRuleMatchesTheReferenceOverSeveralTokens) {
   for (int d : {64, 48, 200}) {

@@ -1,5 +1,5 @@
 // rms_norm.comp and rope_neox.comp against model::ops (rms_norm, l2_norm, the GDN gated norm,
-// rope_neox) on random rows with odd sizes and strides.
+// rope_neox) on random rows with odd sizes and strides; the fused forms against the ops they join.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -249,6 +249,47 @@ TEST_F(NormRopeTest, RopeNeoxMatchesOps) {
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t d = n_rot; d < head; ++d) EXPECT_EQ(y[t * row + h * head + d], x[t * row + h * head + d]);
   std::printf("rope_neox: NMSE %.3g\n", e);
+}
+
+// The attention's per-head norm and its rope in one dispatch (rms_norm.comp ROPE) against the two:
+// the q heads read from the query halves of [query | gate] rows into rows of their own, the k
+// heads in place, partial rotation (n_rot < head_dim), positions up to 131,000; bitwise equal.
+TEST_F(NormRopeTest, NormAndRopeInOneDispatchAreBitwiseTheTwo) {
+  const int64_t T = 4, hd = 256, n_rot = 64, heads = 3;
+  const int64_t positions[T] = {0, 5, 40000, 131000};
+  std::vector<float> table;
+  rope_table(positions, T, static_cast<int>(n_rot), 1e7f, table);
+  const std::vector<float> w = random_floats(hd, 61, 0.5f, 1.5f);
+  struct Case {
+    NormShape s;
+    bool in_place;
+  };
+  for (const Case& c : {Case{NormShape{hd, T, heads, heads * 2 * hd + 8, 2 * hd, heads * hd + 4, hd}, false},
+                        Case{NormShape{hd, T, heads, heads * hd + 4, hd, heads * hd + 4, hd}, true}}) {
+    const std::vector<float> x = random_floats(static_cast<size_t>(T * c.s.x_row), 62, -2.0f, 2.0f);
+    std::vector<float> ys[2];
+    uint32_t dispatches[2] = {};
+    for (int fused = 0; fused < 2; ++fused) {
+      Buffer xb = to_device(dev(), x), wb = to_device(dev(), w), tb = to_device(dev(), table);
+      Buffer yb = to_device(dev(), std::vector<float>(static_cast<size_t>(T * c.s.y_row), 0.0f));
+      const Buffer& out = c.in_place ? xb : yb;
+      CommandList cl(dev());
+      cl.begin();
+      if (fused) {
+        record_rms_norm_rope(cl, dev(), c.s, kEps, whole(xb), whole(wb), whole(out), n_rot, whole(tb));
+      } else {
+        record_rms_norm(cl, dev(), c.s, NormMode::Weighted, kEps, 1.0f, whole(xb), whole(wb), whole(wb), whole(out));
+        record_rope_neox(cl, dev(), RopeShape{T, heads, n_rot, c.s.y_row, c.s.y_head}, whole(out), whole(tb));
+      }
+      cl.end();
+      cl.run();
+      dispatches[fused] = cl.dispatches();
+      ys[fused] = from_device<float>(dev(), out, static_cast<size_t>(T * c.s.y_row));
+    }
+    EXPECT_EQ(ys[1], ys[0]) << (c.in_place ? "in place" : "into rows of their own");
+    EXPECT_EQ(dispatches[1], 1u);
+    EXPECT_EQ(dispatches[0], 2u);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // moe_router.comp against the routing every backend shares (backend/routing.h, through moe_ref.h),
 // argmax.comp against the greedy rule (ties to the lowest id), and select_top.comp against
 // sampling::select_top_ref (the selection a pass returns instead of its logits rows).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/vulkan/moe_ops.h"
 #include "backend/vulkan/ops.h"
 #include "backend/vulkan/moe_ref.h"
 #include "backend/vulkan/vk_test_util.h"
@@ -143,6 +145,44 @@ TEST_F(RoutingTest, SelectTopMatchesTheReference) {
       if (row == 6) {
         EXPECT_LT(want.log1p_rest, 1e-15);  // the precise case the log1p form is for
       }
+    }
+  }
+}
+
+// Routing and grouping in one dispatch (moe_router.comp GROUP: the last workgroup to route groups
+// the pass) against the two dispatches: ids, weights and groups bitwise equal, for a decode step,
+// a block pass and a prefill over 512 experts; the count word is left at 0, so the same list
+// runs twice in a row (two layers in one list, and the list submitted again) with the same bits.
+TEST_F(RoutingTest, RoutingAndGroupingInOneDispatchAreBitwiseTheTwo) {
+  struct Case {
+    int64_t tokens;
+    int ne, k;
+  };
+  for (const Case& c : {Case{1, 256, 8}, Case{32, 256, 8}, Case{300, 512, 16}, Case{7, 61, 5}}) {
+    const std::vector<float> logits = random_floats(static_cast<size_t>(c.tokens * c.ne), 31 + c.ne, -4.0f, 4.0f);
+    const int64_t n = c.tokens * c.k, ng = moe_group_ints(c.ne, c.tokens, c.k);
+    Buffer lb = to_device(dev(), logits), done = to_device(dev(), std::vector<uint32_t>{0u});
+    auto scratch = [&](int64_t words) { return dev().create_buffer(words * 4, MemoryPurpose::Scratch); };
+    Buffer ids[3] = {scratch(n), scratch(n), scratch(n)}, wts[3] = {scratch(n), scratch(n), scratch(n)};
+    Buffer grp[3] = {scratch(ng), scratch(ng), scratch(ng)};
+    CommandList cl(dev());
+    cl.begin();
+    record_moe_router(cl, dev(), whole(lb), c.tokens, c.ne, c.k, c.ne, whole(ids[0]), whole(wts[0]));
+    record_moe_group(cl, dev(), whole(ids[0]), c.tokens, c.ne, c.k, whole(grp[0]));
+    for (int r = 1; r < 3; ++r)
+      record_moe_route_and_group(cl, dev(), whole(lb), c.tokens, c.ne, c.k, c.ne, whole(ids[r]), whole(wts[r]), whole(grp[r]),
+                                 whole(done));
+    cl.end();
+    for (int submit = 0; submit < 2; ++submit) {
+      cl.run();
+      for (int r = 1; r < 3; ++r) {
+        const std::string what = fmt::format("{} tokens, {} experts, top-{}, fused run {}, submission {}", c.tokens, c.ne,
+                                             c.k, r, submit);
+        EXPECT_EQ(from_device<int32_t>(dev(), ids[r], n), from_device<int32_t>(dev(), ids[0], n)) << what;
+        EXPECT_EQ(from_device<float>(dev(), wts[r], n), from_device<float>(dev(), wts[0], n)) << what;
+        EXPECT_EQ(from_device<int32_t>(dev(), grp[r], ng), from_device<int32_t>(dev(), grp[0], ng)) << what;
+      }
+      EXPECT_EQ(from_device<uint32_t>(dev(), done, 1), std::vector<uint32_t>{0u});
     }
   }
 }

@@ -51,6 +51,7 @@ struct VulkanExecutor::Scratch {
   uint64_t router_slice = 0;
   Buffer ids;                            // per layer a slice: [B * k] chosen experts
   uint64_t ids_slice = 0;
+  Buffer routed;                         // one word: moe_router.comp GROUP's count of routed tokens (0 between passes)
   Buffer wts;                            // [B * k]
   Buffer groups;                         // moe_group_ints(NE, B, k)
   Buffer g, u;                           // [B * k][sFF]
@@ -152,6 +153,8 @@ VulkanExecutor::VulkanExecutor(const model::Model& model, const Options& opts)
   s.router = dev_->create_buffer(s.router_slice * hp_.n_layer, MemoryPurpose::Scratch);
   s.ids_slice = round_up(static_cast<uint64_t>(B * k) * 4, align);
   s.ids = dev_->create_buffer(s.ids_slice * hp_.n_layer, MemoryPurpose::Scratch);
+  s.routed = dev_->create_buffer(4, MemoryPurpose::Scratch);
+  dev_->fill_zero(s.routed);
   s.wts = mk(B * k);
   s.groups = mk(moe_group_ints(NE, B, k));
   s.g = mk(B * k * s.sFF), s.u = mk(B * k * s.sFF), s.d = mk(B * k * E);
@@ -616,18 +619,16 @@ void VulkanExecutor::record_gdn(int il, std::span<Pass> passes, const std::vecto
   matmul(L.beta, whole(s.h), s.sE, q8, N, whole(s.beta), s.sHv);
   matmul(L.alpha, whole(s.h), s.sE, q8, N, whole(s.alpha), s.sHv);
 
-  // Per sequence: the conv over its own window.
+  // Per sequence: the conv over its own window, then the L2 norm of the q and k heads
+  // (ops::l2_norm: rms with eps / d, times 1 / sqrt(d)), in one dispatch (record_conv_silu_l2).
   for (size_t i = 0; i < passes.size(); ++i) {
     const auto& seq = static_cast<const VulkanSequence&>(*passes[i].seq);
     const int slot = seq.layer_slot(il);
     const int64_t T = static_cast<int64_t>(passes[i].tokens.size());
-    record_conv_silu(*rec_, *dev_, C, hp_.conv_kernel, T, rows(s.qkv, row0[i], s.sC), s.sC, seq.conv_state(slot, *s.gdn_state[i]),
-                     whole(*L.conv1d), rows(s.conv, row0[i], s.sC), s.sC);
+    record_conv_silu_l2(*rec_, *dev_, C, hp_.conv_kernel, T, rows(s.qkv, row0[i], s.sC), s.sC,
+                        seq.conv_state(slot, *s.gdn_state[i]), whole(*L.conv1d), rows(s.conv, row0[i], s.sC), s.sC, d, 2 * Hk,
+                        hp_.rms_eps);
   }
-  // L2 norm of the q and k heads (ops::l2_norm: rms with eps / d, times 1 / sqrt(d)).
-  const NormShape l2{d, N, 2 * Hk, s.sC, d, s.sC, d};
-  record_rms_norm(*rec_, *dev_, l2, NormMode::Scaled, hp_.rms_eps / static_cast<float>(d),
-                  1.0f / std::sqrt(static_cast<float>(d)), whole(s.conv), whole(s.conv), whole(s.conv), whole(s.conv));
   // Per sequence: the delta rule over its own state; a causal pass's whole aligned chunks of 64
   // positions on the chunked scan (ops.h record_gdn_causal), a denoising block on the step.
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -679,15 +680,12 @@ void VulkanExecutor::record_attention(int il, std::span<Pass> passes, const std:
   matmul(L.k, whole(s.h), s.sE, q8, N, whole(s.k), s.sKV);
   matmul(L.v, whole(s.h), s.sE, q8, N, whole(s.v), s.sKV);
 
-  // Per-head norms (the query half of each [query | gate] head), then rope at each row's position.
+  // Per-head norms (the query half of each [query | gate] head), each with the rope at its row's
+  // position in the same dispatch (record_rms_norm_rope).
   const NormShape qn{hd, N, nh, s.sQG, 2 * hd, s.sQ, hd};
-  record_rms_norm(*rec_, *dev_, qn, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.qg), whole(*L.q_norm), whole(*L.q_norm),
-                  whole(s.q));
+  record_rms_norm_rope(*rec_, *dev_, qn, hp_.rms_eps, whole(s.qg), whole(*L.q_norm), whole(s.q), hp_.n_rot, whole(s.rope_host));
   const NormShape kn{hd, N, nkv, s.sKV, hd, s.sKV, hd};
-  record_rms_norm(*rec_, *dev_, kn, NormMode::Weighted, hp_.rms_eps, 1.0f, whole(s.k), whole(*L.k_norm), whole(*L.k_norm),
-                  whole(s.k));
-  record_rope_neox(*rec_, *dev_, RopeShape{N, nh, hp_.n_rot, s.sQ, hd}, whole(s.q), whole(s.rope_host));
-  record_rope_neox(*rec_, *dev_, RopeShape{N, nkv, hp_.n_rot, s.sKV, hd}, whole(s.k), whole(s.rope_host));
+  record_rms_norm_rope(*rec_, *dev_, kn, hp_.rms_eps, whole(s.k), whole(*L.k_norm), whole(s.k), hp_.n_rot, whole(s.rope_host));
 
   // Per sequence: K and V into its cache, then its rows attend to the cache (causally).
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -760,8 +758,7 @@ void VulkanExecutor::record_moe(int il, int N, const QuantActs& q8) {
   // dispatches in any order give the same bits.
   matmul(L.router, whole(s.h), s.sE, q8, N, router, s.sNE);
   if (L.n_host_experts == 0) shared_first();
-  record_moe_router(*rec_, *dev_, router, N, NE, k, s.sNE, ids, whole(s.wts));
-  record_moe_group(*rec_, *dev_, ids, N, NE, k, whole(s.groups));
+  record_moe_route_and_group(*rec_, *dev_, router, N, NE, k, s.sNE, ids, whole(s.wts), whole(s.groups), whole(s.routed));
   if (L.n_host_experts == 0) {
     shared_rest_and_device_experts();
   } else {

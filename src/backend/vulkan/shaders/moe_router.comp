@@ -4,16 +4,40 @@
 // as the CPU does it); weights p_e / max(sum of the chosen p, 2^-14). One workgroup per token:
 // the softmax is a shared-memory max and sum tree, the selection k rounds of a tree (k <= 16, at
 // most 512 experts).
-layout(local_size_x = 64) in;
+//
+// With GROUP the pass's grouping (moe_group.glsl) is done in the same dispatch by the workgroup
+// that routes last: each workgroup writes its token's ids, makes them visible (a buffer memory
+// barrier; `ids` is coherent) and counts itself in `done`; the one that counts tokens - 1 sees
+// every token's ids, groups them and resets `done` to 0 for the next dispatch (the executor
+// zeroes it once at creation). No workgroup waits for another, so nothing depends on the order
+// or concurrency in which workgroups run. One barrier level fewer per MoE layer.
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x = 64) in;  // moe_group.glsl's GROUP_WG
 layout(std430, binding = 0) readonly buffer Logits { float logits[]; };
+#if defined(GROUP)
+layout(std430, binding = 1) coherent buffer Ids { int ids[]; };          // [token][k]
+#else
 layout(std430, binding = 1) writeonly buffer Ids { int ids[]; };         // [token][k]
+#endif
 layout(std430, binding = 2) writeonly buffer Weights { float wts[]; };   // [token][k]
+#if defined(GROUP)
+layout(std430, binding = 3) writeonly buffer Groups { int grp[]; };
+layout(std430, binding = 4) coherent buffer Done { uint done[]; };       // one counter, 0 between dispatches
+#endif
 
 layout(push_constant) uniform Push {
   uint n_expert;  // <= 512
   uint k;         // <= 16
   uint stride;    // floats between logit rows
+#if defined(GROUP)
+  uint tokens;
+#endif
 } p;
+
+#if defined(GROUP)
+#include "moe_group.glsl"
+shared bool last;
+#endif
 
 const uint WG = 64;
 shared float prob[512];
@@ -88,12 +112,24 @@ void main() {
     if (tid == 0u) chosen[j] = int(prev_i);
     barrier();  // every invocation has read round j's winner before round j + 1 writes the tree
   }
-  if (tid != 0u) return;
-  float wsum = 0.0;
-  for (uint j = 0; j < p.k; ++j) wsum += prob[chosen[j]];
-  wsum = max(wsum, 6.103515625e-5);
-  for (uint j = 0; j < p.k; ++j) {
-    ids[t * p.k + j] = chosen[j];
-    wts[t * p.k + j] = prob[chosen[j]] / wsum;
+  if (tid == 0u) {
+    float wsum = 0.0;
+    for (uint j = 0; j < p.k; ++j) wsum += prob[chosen[j]];
+    wsum = max(wsum, 6.103515625e-5);
+    for (uint j = 0; j < p.k; ++j) {
+      ids[t * p.k + j] = chosen[j];
+      wts[t * p.k + j] = prob[chosen[j]] / wsum;
+    }
   }
+#if defined(GROUP)
+  if (tid == 0u) {
+    memoryBarrierBuffer();  // this token's ids before the count that announces them
+    last = atomicAdd(done[0], 1u) == p.tokens - 1u;
+    memoryBarrierBuffer();
+  }
+  barrier();
+  if (!last) return;  // uniform: the whole workgroup leaves, or the whole workgroup groups
+  group_rows(tid, p.n_expert, p.k, p.tokens);
+  if (tid == 0u) done[0] = 0u;
+#endif
 }

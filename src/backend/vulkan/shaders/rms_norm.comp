@@ -20,6 +20,9 @@
 //            defined) for the products that read it (quantize_block.glsl, the arithmetic of
 //            quantize_q8_0_activation.comp): the row is kept in shared memory (n <= MAX_N, a
 //            multiple of 32), quantised block by block
+//   ROPE     (mode 0, per head) the NEOX rotation of the head's first n_rot values follows the
+//            norm (rope_neox.comp's arithmetic on the normed values, the host's cos/sin table):
+//            the attention's q and k norms and their rope in one dispatch
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -46,6 +49,11 @@ layout(std430, binding = 2) readonly buffer Gate { float z[]; };
 #define QUANT_BINDING 4
 #endif
 layout(std430, binding = 3) writeonly buffer Out { float y[]; };
+#if defined(ROPE)
+layout(std430, binding = 4) readonly buffer Table { vec2 cs[]; };  // [tokens][n_rot / 2] (rope_table.h)
+const uint MAX_N = 4096;
+shared float row_out[MAX_N];
+#endif
 #if defined(QUANT)
 layout(std430, binding = QUANT_BINDING) writeonly buffer Quants { uint q[]; };      // [rows][n / 32][8]
 layout(std430, binding = QUANT_BINDING + 1) writeonly buffer Scales { float d[]; };  // [rows][n / 32] (x2: Q8_1)
@@ -64,6 +72,9 @@ layout(push_constant) uniform Push {
   uint mode;
 #if defined(COMBINE)
   uint k, tokens, n_expert, gamma_stride;
+#endif
+#if defined(ROPE)
+  uint n_rot;
 #endif
 } p;
 
@@ -112,11 +123,30 @@ void main() {
       o = v * w[i] * (g / (1.0 + exp(-g)));
     }
 #endif
+#if defined(ROPE)
+    if (i < p.n_rot)
+      row_out[i] = o;  // rotated below
+    else
+      y[yb + i] = o;
+#else
     y[yb + i] = o;
+#endif
 #if defined(QUANT)
     row_out[i] = o;
 #endif
   }
+#if defined(ROPE)
+  barrier();
+  const uint half_rot = p.n_rot / 2u;
+  for (uint i = tid; i < half_rot; i += WG) {
+    const vec2 c = cs[t * half_rot + i];
+    const float x0 = row_out[i], x1 = row_out[i + half_rot];
+    precise float a = fma(x0, c.x, -(x1 * c.y));  // rope_neox.comp's two outputs
+    precise float b = fma(x0, c.y, x1 * c.x);
+    y[yb + i] = a;
+    y[yb + i + half_rot] = b;
+  }
+#endif
 #if defined(QUANT)
   // Row (t, h) is blocks [(t * heads + h) * n / 32, ...) of the quantised rows: the heads of a
   // token lie side by side in y (y_head_stride == n), each a whole number of blocks.
