@@ -133,17 +133,18 @@ void record_swiglu(CommandList& cl, Device& dev, BufferRange g, BufferRange u, i
 
 void record_swiglu_quantize(CommandList& cl, Device& dev, BufferRange g, BufferRange u, int64_t rows, int64_t cols,
                             int64_t stride, const Q8Activations& a) {
-  if (a.kind == Q8Kind::Q8_K) {
-    record_swiglu(cl, dev, g, u, rows, cols, stride);
-    record_quantize_q8_k(cl, dev, g, rows, cols, stride, a);
-    return;
-  }
-  if (cols % 32 || cols != a.cols || rows > a.rows || stride < cols)
+  if (cols % (a.kind == Q8Kind::Q8_K ? 256 : 32) || cols != a.cols || rows > a.rows || stride < cols)
     throw VulkanError(fmt::format("swiglu_quantize: {} x {} rows (stride {}) into {} scratch of {} x {}", rows, cols, stride,
                                   q8_kind_name(a.kind), a.rows, a.cols));
+  const QuantizePush push{u32(cols, "cols"), u32(rows, "rows"), u32(stride, "x_stride")};
+  if (a.kind == Q8Kind::Q8_K) {  // a workgroup per super-block (quantize_q8_k_activation.comp SWIGLU)
+    const Pipeline& p = dev.pipelines().get("swiglu_quantize_q8_k", 4, sizeof(QuantizePush));
+    cl.dispatch(p, {g, whole(a.quants), whole(a.scales), u}, push, groups(cols / 256, 1, "swiglu_quantize (super-blocks)"),
+                groups(rows, 1, "swiglu_quantize (rows)"));
+    return;
+  }
   const Pipeline& p = dev.pipelines().get(a.kind == Q8Kind::Q8_1 ? "swiglu_quantize_q8_1" : "swiglu_quantize_q8_0", 4,
                                           sizeof(QuantizePush));
-  const QuantizePush push{u32(cols, "cols"), u32(rows, "rows"), u32(stride, "x_stride")};
   cl.dispatch(p, {g, whole(a.quants), whole(a.scales), u}, push, groups(rows * (cols / 32), 64, "swiglu_quantize"));
 }
 
@@ -174,8 +175,7 @@ void record_moe_combine_add_rms_norm(CommandList& cl, Device& dev, const MoeComb
     if (a) record_quantize(cl, dev, y, s.tokens, s.n, s.y_row, *a);
     return;
   }
-  const Pipeline& p = dev.pipelines().get(
-      a->kind == Q8Kind::Q8_1 ? "rms_norm_add_combine_q8_1" : "rms_norm_add_combine_q8_0", 10, sizeof(NormCombinePush));
+  const Pipeline& p = dev.pipelines().get(detail::norm_quantize_shader("rms_norm_add_combine", a->kind), 10, sizeof(NormCombinePush));
   cl.dispatch(p, {x, w, c.down, y, c.shared, c.weights, c.groups, c.gamma, whole(a->quants), whole(a->scales)}, push, gx);
 }
 

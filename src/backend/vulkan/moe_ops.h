@@ -63,8 +63,8 @@ int64_t matmul_experts_dispatches(const Device& dev, const DeviceExperts& w);
 // swiglu.comp (twin: kernels::swiglu_span_ref): g = silu(g) * u, rows of n, in place.
 void record_swiglu(CommandList& cl, Device& dev, BufferRange g, BufferRange u, int64_t rows, int64_t n, int64_t stride);
 // g = silu(g) * u over rows (record_swiglu), then g quantised into a, in one dispatch (bitwise
-// the two) where a's kind is Q8_0 or Q8_1 (quantize_q8_0_activation.comp SWIGLU); Q8_K: the two
-// dispatches. g and u are `stride` floats between rows.
+// the two): quantize_q8_0_activation.comp SWIGLU for Q8_0 and Q8_1, quantize_q8_k_activation.comp
+// SWIGLU for Q8_K (cols a multiple of 256). g and u are `stride` floats between rows.
 void record_swiglu_quantize(CommandList& cl, Device& dev, BufferRange g, BufferRange u, int64_t rows, int64_t cols,
                             int64_t stride, const Q8Activations& a);
 

@@ -103,8 +103,8 @@ void record_add_rms_norm(CommandList& cl, Device& dev, const NormShape& s, float
                          BufferRange w, BufferRange y);
 // The widest row rms_norm.comp QUANT quantises as it norms (it holds the row in shared memory).
 constexpr int64_t kNormQuantizeMaxCols = 4096;
-// Whether a norm of rows of n can quantise its output into a in the same dispatch: Q8_0 or Q8_1
-// blocks (Q8_K takes a dispatch of its own), n a multiple of 32 up to kNormQuantizeMaxCols.
+// Whether a norm of rows of n can quantise its output into a in the same dispatch: n up to
+// kNormQuantizeMaxCols, a multiple of 32 (Q8_0, Q8_1 blocks) or of 256 (Q8_K super-blocks).
 bool norm_quantizes(int64_t n, const Q8Activations& a);
 // record_add_rms_norm, then y quantised into a (record_quantize) when a is given: one dispatch
 // where norm_quantizes (rms_norm.comp ADD QUANT, bitwise the two), else the two. y's rows are
@@ -241,8 +241,9 @@ struct ElementwiseShape {
 void record_elementwise(CommandList& cl, Device& dev, Elementwise op, const ElementwiseShape& s, BufferRange x,
                         BufferRange y);
 // The attention output gate, y *= sigmoid(x) (record_elementwise MulSigmoid, shape s), then y's
-// rows quantised into a (record_quantize; a holds s.rows rows of s.n): one dispatch where a is
-// Q8_0 or Q8_1 (quantize_q8_0_activation.comp GATE, bitwise the two), else the two.
+// rows quantised into a (record_quantize; a holds s.rows rows of s.n): one dispatch, bitwise the
+// two (quantize_q8_0_activation.comp GATE for Q8_0 and Q8_1, quantize_q8_k_activation.comp GATE
+// for Q8_K, s.n a multiple of 256).
 void record_sigmoid_gate_quantize(CommandList& cl, Device& dev, const ElementwiseShape& s, BufferRange x, BufferRange y,
                                   const Q8Activations& a);
 

@@ -126,9 +126,9 @@ TEST_F(NormRopeTest, AddThenNormInOneDispatchIsBitwiseTheTwoOps) {
 
 // The add, the norm and the quantisation of its output for the next products (rms_norm.comp ADD
 // QUANT) against its twins, record_add_rms_norm then record_quantize: the residual stream, the
-// normed rows and the quantised blocks bitwise equal, for each activation kind (Q8_K keeps its own
-// dispatch), rows of 1024 inside a wider stride; one dispatch where fused, two where not (Q8_K,
-// rows wider than kNormQuantizeMaxCols).
+// normed rows and the quantised blocks bitwise equal, for each activation kind (Q8_K in super-
+// blocks of 256), rows of 1024 inside a wider stride; one dispatch where fused, two where not
+// (rows wider than kNormQuantizeMaxCols).
 TEST_F(NormRopeTest, AddNormAndQuantisationInOneDispatchAreBitwiseTheSeparateOps) {
   for (const int64_t n : {int64_t{1024}, kNormQuantizeMaxCols + 256}) {
     const int64_t T = 5, row = n + 13;
@@ -164,7 +164,7 @@ TEST_F(NormRopeTest, AddNormAndQuantisationInOneDispatchAreBitwiseTheSeparateOps
       EXPECT_EQ(ys[1], ys[0]) << what;
       EXPECT_EQ(q8[1].quants, q8[0].quants) << what;
       EXPECT_EQ(q8[1].scales, q8[0].scales) << what;
-      EXPECT_EQ(dispatches[1], kind != Q8Kind::Q8_K && n <= kNormQuantizeMaxCols ? 1u : 2u) << what;
+      EXPECT_EQ(dispatches[1], n <= kNormQuantizeMaxCols ? 1u : 2u) << what;
     }
   }
   // A scratch with fewer rows than the pass is refused, not overrun.
@@ -180,21 +180,25 @@ TEST_F(NormRopeTest, AddNormAndQuantisationInOneDispatchAreBitwiseTheSeparateOps
 
 // A norm and the quantisation of its output in one dispatch (rms_norm.comp QUANT) against the
 // two: the GDN's gated norm over heads side by side (the output projection's input), a layer
-// norm, and heads apart in their rows (not fusable: two dispatches, the same bits).
+// norm, heads of 256 side by side, and heads apart in their rows (not fusable: two dispatches,
+// the same bits). Q8_K fuses where each head is whole super-blocks of 256 (else two dispatches);
+// the last case's rows are no whole super-blocks, so it is Q8_0 and Q8_1 only.
 TEST_F(NormRopeTest, NormAndQuantisationInOneDispatchAreBitwiseTheTwo) {
   struct Case {
     NormMode mode;
     int64_t tokens, heads, n, x_row, x_head, y_row, y_head;
-    uint32_t dispatches;
+    uint32_t dispatches, q8_k_dispatches;  // 0: not a Q8_K case
   };
-  for (const Case& c : {Case{NormMode::Gated, 5, 4, 128, 4 * 128, 128, 4 * 128 + 32, 128, 1},
-                        Case{NormMode::Weighted, 3, 1, 2048, 2048 + 64, 0, 2048 + 64, 0, 1},
-                        Case{NormMode::Gated, 3, 2, 64, 3 * 64, 64, 3 * 64, 96, 2}}) {
+  for (const Case& c : {Case{NormMode::Gated, 5, 4, 128, 4 * 128, 128, 4 * 128 + 32, 128, 1, 2},
+                        Case{NormMode::Weighted, 3, 1, 2048, 2048 + 64, 0, 2048 + 64, 0, 1, 1},
+                        Case{NormMode::Gated, 4, 2, 256, 2 * 256 + 8, 256, 2 * 256 + 16, 256, 1, 1},
+                        Case{NormMode::Gated, 3, 2, 64, 3 * 64, 64, 3 * 64, 96, 2, 0}}) {
     const size_t xs = static_cast<size_t>(c.tokens * c.x_row), ys = static_cast<size_t>(c.tokens * c.y_row);
     const std::vector<float> x = random_floats(xs, 41, -2.0f, 2.0f), w = random_floats(c.n, 42, 0.5f, 1.5f);
     const std::vector<float> z = random_floats(ys, 43, -4.0f, 4.0f);
     const NormShape shape{c.n, c.tokens, c.heads, c.x_row, c.x_head, c.y_row, c.y_head};
-    for (const Q8Kind kind : {Q8Kind::Q8_0, Q8Kind::Q8_1}) {
+    for (const Q8Kind kind : {Q8Kind::Q8_0, Q8Kind::Q8_1, Q8Kind::Q8_K}) {
+      if (kind == Q8Kind::Q8_K && c.q8_k_dispatches == 0) continue;
       std::vector<float> out[2];
       Q8Contents q8[2];
       uint32_t dispatches[2] = {};
@@ -220,7 +224,7 @@ TEST_F(NormRopeTest, NormAndQuantisationInOneDispatchAreBitwiseTheTwo) {
       EXPECT_EQ(out[1], out[0]) << what;
       EXPECT_EQ(q8[1].quants, q8[0].quants) << what;
       EXPECT_EQ(q8[1].scales, q8[0].scales) << what;
-      EXPECT_EQ(dispatches[1], c.dispatches) << what;
+      EXPECT_EQ(dispatches[1], kind == Q8Kind::Q8_K ? c.q8_k_dispatches : c.dispatches) << what;
     }
   }
 }

@@ -568,7 +568,9 @@ VulkanExecutor::QuantActs VulkanExecutor::write_quantized(unsigned needed, Buffe
                                                  const std::function<void(const Q8Activations*)>& op) {
   QuantActs q;
   const Q8Activations* first = nullptr;
-  for (int k = 0; k < 3; ++k) {  // Q8_0 and Q8_1 before Q8_K: the kinds an op quantises in its dispatch
+  // Q8_0 and Q8_1 before Q8_K: every fusing op quantises those in its dispatch (the norms Q8_K too,
+  // in rows of whole super-blocks).
+  for (int k = 0; k < 3; ++k) {
     if (!(needed & (1u << k))) continue;
     q.kinds[k] = &q8_scratch(cols, k, 0);
     if (!first) first = q.kinds[k];

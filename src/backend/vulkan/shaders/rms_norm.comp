@@ -19,7 +19,9 @@
 //   QUANT    (with or without ADD, any mode) y is also quantised to Q8_0 blocks (Q8_1 with Q8_1
 //            defined) for the products that read it (quantize_block.glsl, the arithmetic of
 //            quantize_q8_0_activation.comp): the row is kept in shared memory (n <= MAX_N, a
-//            multiple of 32), quantised block by block
+//            multiple of 32), quantised block by block; with Q8_K defined, to Q8_K super-blocks
+//            (quantize_q8_k.glsl, the arithmetic of quantize_q8_k_activation.comp; n a multiple
+//            of 256), the 64 invocations together on each super-block in turn
 //   ROPE     (mode 0, per head) the NEOX rotation of the head's first n_rot values follows the
 //            norm (rope_neox.comp's arithmetic on the normed values, the host's cos/sin table):
 //            the attention's q and k norms and their rope in one dispatch
@@ -57,7 +59,11 @@ shared float row_out[MAX_N];
 #if defined(QUANT)
 layout(std430, binding = QUANT_BINDING) writeonly buffer Quants { uint q[]; };      // [rows][n / 32][8]
 layout(std430, binding = QUANT_BINDING + 1) writeonly buffer Scales { float d[]; };  // [rows][n / 32] (x2: Q8_1)
+#if defined(Q8_K)
+#include "quantize_q8_k.glsl"
+#else
 #include "quantize_block.glsl"
+#endif
 const uint MAX_N = 4096;  // ops.h kNormQuantizeMaxCols
 shared float row_out[MAX_N];
 #endif
@@ -152,10 +158,21 @@ void main() {
   // token lie side by side in y (y_head_stride == n), each a whole number of blocks.
   barrier();
   const uint nb = p.n / 32u;
+#if defined(Q8_K)
+  for (uint sb = 0u; sb < p.n / 256u; ++sb) {  // uniform: every invocation takes every super-block
+    float xv[4];
+    for (uint j = 0; j < 4u; ++j) xv[j] = row_out[sb * 256u + 4u * tid + j];
+    float am;
+    const uint idx = q8k_find_max(tid, xv, am);
+    const float vmax = am != 0.0 ? row_out[sb * 256u + idx] : 0.0;
+    q8k_write(tid, xv, am, vmax, gl_WorkGroupID.x * nb + 8u * sb);
+  }
+#else
   for (uint b = tid; b < nb; b += WG) {
     float v[32];
     for (uint j = 0; j < 32u; ++j) v[j] = row_out[b * 32u + j];
     quantize_block(v, gl_WorkGroupID.x * nb + b);
   }
+#endif
 #endif
 }
