@@ -104,20 +104,24 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  parallel_for_on(n, grain, [&](int, int64_t b, int64_t e) { fn(b, e); });
+}
+
+void ThreadPool::parallel_for_on(int64_t n, int64_t grain, const std::function<void(int, int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   const int64_t units = (n + grain - 1) / grain;
   if (n_threads_ == 1 || units <= 1) {
-    fn(0, n);
+    fn(0, 0, n);
     return;
   }
   const int64_t per = std::max<int64_t>(1, units / (int64_t{n_threads_} * kChunksPerThread));  // units per chunk
   std::atomic<int64_t> next{0};
-  const std::function<void(int)> take_chunks = [&](int) {
+  const std::function<void(int)> take_chunks = [&](int thread) {
     for (;;) {
       const int64_t u = next.fetch_add(per, std::memory_order_relaxed);
       if (u >= units) return;
-      fn(u * grain, std::min(n, (u + per) * grain));
+      fn(thread, u * grain, std::min(n, (u + per) * grain));
     }
   };
   dispatch(take_chunks);

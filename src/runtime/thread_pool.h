@@ -39,6 +39,8 @@ class ThreadPool {
   // the region, and one that never started is not waited for. Which thread runs a chunk varies
   // from call to call: fn must give the same result for an index whichever chunk it is in.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // The same, telling fn which thread runs the chunk (0 = the caller): for per-thread scratch.
+  void parallel_for_on(int64_t n, int64_t grain, const std::function<void(int, int64_t, int64_t)>& fn);
   static constexpr int kChunksPerThread = 8;
 
  private:

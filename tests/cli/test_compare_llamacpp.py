@@ -21,7 +21,7 @@ class CompareLlamaCpp(unittest.TestCase):
             model = d / "tiny-qwen.gguf"
             subprocess.run([CLOVER, "synth", "--preset", "tiny", "--type", "q4_0", "--layout", "qwen35moe", "-q", str(model)], check=True)
             out = subprocess.run([str(ROOT / "bench" / "compare-llamacpp"), "--models", "tiny", "--gguf", f"tiny={model}", "--clover", CLOVER,
-                                  "--pp", "16", "--tg", "4", "--threads", "1", "--reps", "2", "--json", str(d / "r.json"),
+                                  "--pp", "16", "--tg", "4", "--threads", "1", "--reps", "2", "--clover-arg=--no-mmap", "--json", str(d / "r.json"),
                                   "--md", str(d / "r.md"), "--chart", str(d / "r.png")],
                                  check=True, capture_output=True, text=True)
             res = json.loads((d / "r.json").read_text())
@@ -42,8 +42,20 @@ class CompareLlamaCpp(unittest.TestCase):
                     self.assertEqual((row[key][3], row[key][4]), (samples[0], samples[1]))  # the rounds' range
                 self.assertAlmostEqual(row["ratio"], row["clover"][0] / row["llama"][0])
                 self.assertIn(f"| tiny | {test} |", out.stdout)
+            self.assertIn("clover bench given --no-mmap)", out.stdout)
             self.assertEqual(out.stdout.strip(), (d / "r.md").read_text().strip())
             self.assertEqual((d / "r.png").read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+
+    def test_clover_args_reach_clover_bench(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = Path(d) / "tiny-qwen.gguf"
+            subprocess.run([CLOVER, "synth", "--preset", "tiny", "--type", "q4_0", "--layout", "qwen35moe", "-q", str(model)], check=True)
+            r = subprocess.run([str(ROOT / "bench" / "compare-llamacpp"), "--models", "tiny", "--gguf", f"tiny={model}", "--clover", CLOVER,
+                                "--pp", "16", "--tg", "0", "--threads", "1", "--reps", "1", "--chart", "", "--clover-arg=--no-such-flag"],
+                               capture_output=True, text=True)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("--no-such-flag", r.stderr)
+            self.assertIn("failed with exit code", r.stderr)
 
     def test_bad_arguments_are_named(self):
         r = subprocess.run([str(ROOT / "bench" / "compare-llamacpp"), "--models", "nosuch", "--clover", CLOVER], capture_output=True, text=True)

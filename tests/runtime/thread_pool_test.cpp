@@ -29,6 +29,34 @@ TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
   }
 }
 
+// parallel_for_on names the thread running a chunk: the caller is 0, every index is in [0, size),
+// one thread's index is never in two chunks at once (per-thread scratch is safe), and the caller's
+// own chunks carry 0.
+TEST(ThreadPool, ParallelForOnNamesTheThreadOfEachChunk) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int round = 0; round < 50; ++round) {
+      std::vector<std::atomic<int>> hits(257), busy(threads);
+      std::atomic<int> overlaps{0}, bad_index{0}, caller_not_zero{0};
+      const auto caller = std::this_thread::get_id();
+      pool.parallel_for_on(257, 1 + round % 4, [&](int thread, int64_t b, int64_t e) {
+        if (thread < 0 || thread >= threads) {
+          ++bad_index;
+          return;
+        }
+        if (busy[thread].fetch_add(1) != 0) ++overlaps;
+        if ((std::this_thread::get_id() == caller) != (thread == 0)) ++caller_not_zero;
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+        busy[thread].fetch_sub(1);
+      });
+      ASSERT_EQ(bad_index.load(), 0);
+      ASSERT_EQ(overlaps.load(), 0);
+      ASSERT_EQ(caller_not_zero.load(), 0);
+      for (int i = 0; i < 257; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " threads, round " << round;
+    }
+  }
+}
+
 // A thread that stalls (as on a busy machine) does not hold the others' share: they take the
 // remaining chunks.
 TEST(ThreadPool, ParallelForLetsOtherThreadsTakeAStalledThreadsChunks) {
@@ -81,7 +109,9 @@ TEST(ThreadPool, SplitRangeIsContiguousAndGrainAligned) {
       int64_t b, e;
       split_range(1003, 16, parts, p, b, e);
       EXPECT_EQ(b, next);
-      if (e < 1003) EXPECT_EQ(e % 16, 0);
+      if (e < 1003) {
+        EXPECT_EQ(e % 16, 0);
+      }
       next = e;
     }
     EXPECT_EQ(next, 1003);

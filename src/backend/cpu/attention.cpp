@@ -11,10 +11,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "kernels/attention.h"
 #include "kernels/convert.h"
 #include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/pass_profile.h"
 #include "backend/cpu/pass_scratch.h"
 #include "model/ops.h"
 
@@ -45,7 +47,14 @@ void CpuExecutor::attention_layer(int il, CpuSequence& seq, int T, PassKind kind
   const Projection qkv[] = {{&W.q, s.qg.row(0)},  // [T][nh * 2hd]
                            {&W.k, s.k.row(0)},   // [T][nkv * hd]
                            {&W.v, s.v.row(0)}};
-  linears(qkv, s.h.row(0), T, hp_.n_embd);
+  {
+    const PartScope part(PassPart::AttnProjections);  // (a stacked pass ran them already: ~0 here)
+    linears(qkv, s.h.row(0), T, hp_.n_embd);
+  }
+  // Bytes: every cached position the pass's last row sees, K and V, read once at least.
+  const uint64_t cache_bytes = static_cast<uint64_t>(n_past + T) * (dtype_row_bytes(seq.types().k, static_cast<int64_t>(nkv) * hd) +
+                                                                    dtype_row_bytes(seq.types().v, static_cast<int64_t>(nkv) * hd));
+  std::optional<PartScope> core(std::in_place, PassPart::AttnCore, cache_bytes);
 
   // Per-head norms and rope; K and V go to the cache at their positions, in the cache's types.
   pool_.parallel_for(T, 1, [&](int64_t b, int64_t e) {
@@ -67,20 +76,22 @@ void CpuExecutor::attention_layer(int il, CpuSequence& seq, int T, PassKind kind
   });
 
   // Work items: (KV head, run of tokens); an item's rows are the group's query heads for each of
-  // its tokens (GQA: they all read the same K/V). Items are dealt round-robin: under the causal
-  // mask later tokens see more keys, so contiguous ranges would load the last thread most.
+  // its tokens (GQA: they all read the same K/V). Items are taken one at a time from the pool's
+  // counter (under the causal mask later tokens see more keys, so fixed ranges would load the
+  // last thread most), and a thread that lost its core is not waited for: a decode step's few
+  // items then run on the caller alone instead of costing a scheduler time slice.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int group = nh / nkv;
   const int tokens_per_item = std::max(1, kernels::kAttnMaxRows / group);
   const int rows_per_item = std::min(kernels::kAttnMaxRows, group);  // per token: heads of one group, in calls
   const int64_t runs = (T + tokens_per_item - 1) / tokens_per_item;
   const int64_t n_items = nkv * runs;
-  pool_.run_on_all([&](int thread) {
+  pool_.parallel_for_on(n_items, 1, [&](int thread, int64_t item_begin, int64_t item_end) {
     kernels::AttentionScratch& scratch = s.attn_scratch[thread];
     const float* q[kernels::kAttnMaxRows];
     float* o[kernels::kAttnMaxRows];
     int64_t n_keys[kernels::kAttnMaxRows];
-    for (int64_t item = thread; item < n_items; item += pool_.size()) {
+    for (int64_t item = item_begin; item < item_end; ++item) {
       const int kvh = static_cast<int>(item % nkv);
       const int t0 = static_cast<int>(item / nkv) * tokens_per_item;
       const int t1 = std::min(T, t0 + tokens_per_item);
@@ -111,7 +122,9 @@ void CpuExecutor::attention_layer(int il, CpuSequence& seq, int T, PassKind kind
       }
     }
   });
+  core.reset();
 
+  const PartScope part(PassPart::AttnOutput);  // (a stacked pass may defer it: ~0 here)
   linear(W.o, s.attn.row(0), T, nh * hd, s.y.row(0));
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <thread>
 
+#include "backend/cpu/pass_profile.h"
 #include "backend/cpu/pass_scratch.h"
 #include "gguf/gguf.h"
 #include "kernels/convert.h"
@@ -15,6 +16,14 @@ namespace clover::backend::cpu {
 
 using model::ModelError;
 namespace ops = model::ops;
+
+namespace {
+int64_t tokens_of(std::span<const Pass> passes) {
+  int64_t n = 0;
+  for (const Pass& p : passes) n += static_cast<int64_t>(p.tokens.size());
+  return n;
+}
+}  // namespace
 
 CpuExecutor::Scratch::Scratch(const model::HParams& hp, ThreadPool& pool, int B)
     : experts(pool, static_cast<int64_t>(B) * (hp.n_expert_used + 1), hp.n_embd, std::max(hp.n_ff_exp, hp.n_ff_shexp)) {
@@ -62,6 +71,7 @@ std::unique_ptr<Sequence> CpuExecutor::new_sequence(int n_ctx, KvTypes types) {
 
 void CpuExecutor::linear(const kernels::MatRef& w, const float* x, int T, int64_t x_stride, float* y) {
   if (stack_active_ && stacked_linear(w, x, T, x_stride, y)) return;
+  if (PassProfile* prof = PassProfile::active()) prof->add_bytes(mat_bytes(w));
   s_->acts.convert(x, T, w.cols, x_stride, kernels::activation_type(w.type));
   const kernels::ActRows& a = s_->acts;
   const kernels::SumOrder order = kernels::sum_order(w.type, w.rows, w.cols);
@@ -85,6 +95,8 @@ void CpuExecutor::linears(std::span<const Projection> ps, const float* x, int T,
     return;
   }
   s_->acts.convert(x, T, w0.cols, x_stride, act);
+  if (PassProfile* prof = PassProfile::active())
+    for (const Projection& p : ps) prof->add_bytes(mat_bytes(*p.w));
   const kernels::ActRows& a = s_->acts;
   // One row space: projection i's rows start at first[i], a multiple of 16, so that no chunk of
   // the region (a multiple of 16 rows) splits a 16-row tile of a matrix.
@@ -139,6 +151,7 @@ void CpuExecutor::run(std::span<Pass> passes) {
     borrowed[i] = true;
   }
   try {
+    const PassScope timed(tokens_of(passes));
     run_checked(passes);
   } catch (...) {
     for (size_t i = 0; i < passes.size(); ++i)
@@ -164,6 +177,7 @@ void CpuExecutor::run_front(std::span<Pass> passes, float* hidden) {
   hidden_out_ = hidden;
   hidden_row0_ = 0;
   try {
+    const PassScope timed(tokens_of(passes));
     run_checked(passes);
   } catch (...) {
     hidden_out_ = nullptr;
@@ -214,24 +228,33 @@ void CpuExecutor::run_chunk(CpuSequence& seq, std::span<const int32_t> tokens, L
   segments_[0].stats->tokens += T;
   chunk_pos0_ = seq.n_past();
 
-  // x = embed(tokens)
-  for (int t = 0; t < T; ++t) {
-    const auto* row = static_cast<const uint8_t*>(w.token_embd.data) + static_cast<size_t>(tokens[t]) * w.token_embd.row_stride;
-    kernels::dequantize_row(w.token_embd.type, row, s.x.row(t), hp_.n_embd);
+  {  // x = embed(tokens)
+    const PartScope part(PassPart::Embed, static_cast<uint64_t>(T) * w.token_embd.row_stride);
+    for (int t = 0; t < T; ++t) {
+      const auto* row = static_cast<const uint8_t*>(w.token_embd.data) + static_cast<size_t>(tokens[t]) * w.token_embd.row_stride;
+      kernels::dequantize_row(w.token_embd.type, row, s.x.row(t), hp_.n_embd);
+    }
   }
 
+  const int64_t TE = static_cast<int64_t>(T) * hp_.n_embd;
   for (int il = 0; il < n_layers_; ++il) {
     const model::LayerWeights& L = w.layers[il];
-    for (int t = 0; t < T; ++t) ops::rms_norm(s.x.row(t), L.attn_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+    {
+      const PartScope part(PassPart::NormsResidual);
+      for (int t = 0; t < T; ++t) ops::rms_norm(s.x.row(t), L.attn_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+    }
     if (L.recurrent)
       gdn_layer(il, seq, T, kind);
     else
       attention_layer(il, seq, T, kind);
-    for (int64_t i = 0; i < static_cast<int64_t>(T) * hp_.n_embd; ++i) s.x.v[i] += s.y.v[i];
-
-    for (int t = 0; t < T; ++t) ops::rms_norm(s.x.row(t), L.post_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+    {
+      const PartScope part(PassPart::NormsResidual);
+      for (int64_t i = 0; i < TE; ++i) s.x.v[i] += s.y.v[i];
+      for (int t = 0; t < T; ++t) ops::rms_norm(s.x.row(t), L.post_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+    }
     moe_layer(il, T);
-    for (int64_t i = 0; i < static_cast<int64_t>(T) * hp_.n_embd; ++i) s.x.v[i] += s.y.v[i];
+    const PartScope part(PassPart::NormsResidual);
+    for (int64_t i = 0; i < TE; ++i) s.x.v[i] += s.y.v[i];
   }
   if (kind == PassKind::Causal) seq.advance(T);
   if (hidden_out_) {  // the front of a layer split: the rows go on to the device's layers
@@ -249,7 +272,11 @@ void CpuExecutor::head(int T, LogitRows rows, float* logits, std::span<const int
     // The selected rows, normed into consecutive scratch rows; their logits computed in place at
     // the front of `logits`, then moved to their own rows (last first: selected[i] >= i).
     const int n = static_cast<int>(selected.size());
-    for (int i = 0; i < n; ++i) ops::rms_norm(s.x.row(selected[i]), w.output_norm, s.h.row(i), hp_.n_embd, hp_.rms_eps);
+    {
+      const PartScope part(PassPart::NormsResidual);
+      for (int i = 0; i < n; ++i) ops::rms_norm(s.x.row(selected[i]), w.output_norm, s.h.row(i), hp_.n_embd, hp_.rms_eps);
+    }
+    const PartScope part(PassPart::Head);
     linear(w.output, s.h.row(0), n, hp_.n_embd, logits);
     const size_t V = static_cast<size_t>(hp_.n_vocab);
     for (int i = n - 1; i >= 0; --i)
@@ -258,7 +285,11 @@ void CpuExecutor::head(int T, LogitRows rows, float* logits, std::span<const int
   }
   const int first = rows == LogitRows::Last ? T - 1 : 0;
   const int n = T - first;
-  for (int t = first; t < T; ++t) ops::rms_norm(s.x.row(t), w.output_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+  {
+    const PartScope part(PassPart::NormsResidual);
+    for (int t = first; t < T; ++t) ops::rms_norm(s.x.row(t), w.output_norm, s.h.row(t), hp_.n_embd, hp_.rms_eps);
+  }
+  const PartScope part(PassPart::Head);
   linear(w.output, s.h.row(first), n, hp_.n_embd, logits);
 }
 

@@ -17,6 +17,7 @@
 #include "kernels/gdn.h"
 #include "kernels/vecmath.h"
 #include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/pass_profile.h"
 #include "backend/cpu/pass_scratch.h"
 #include "model/ops.h"
 
@@ -61,7 +62,10 @@ void CpuExecutor::gdn_layer(int il, CpuSequence& seq, int T, PassKind kind) {
                            {&W.alpha, s.alpha.row(0)},
                            {&W.rev_beta, s.rev_beta.row(0)},  // the reverse path's, [T][Hv]
                            {&W.rev_alpha, s.rev_alpha.row(0)}};
-  linears(std::span(in, reverse ? 6 : 4), s.h.row(0), T, E);
+  {
+    const PartScope part(PassPart::GdnProjections);  // (a stacked pass ran them already: ~0 here)
+    linears(std::span(in, reverse ? 6 : 4), s.h.row(0), T, E);
+  }
 
   // Causal depthwise conv over time, then silu (kernels/vecmath.h), of channels [cb, ce). Inputs
   // before this batch come from the state (the last K-1 pre-conv inputs, oldest first), which
@@ -88,33 +92,38 @@ void CpuExecutor::gdn_layer(int il, CpuSequence& seq, int T, PassKind kind) {
   // RMSNorm. The items share no channel, state or output row, and every step is the per-element
   // code of the separate regions this replaces, so the bits are theirs.
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  pool_.parallel_for(Hk, 1, [&](int64_t kb, int64_t ke) {
-    for (int64_t kh = kb; kh < ke; ++kh) {
-      conv(kh * d, (kh + 1) * d);
-      conv((Hk + kh) * d, (Hk + kh + 1) * d);
-      for (int64_t h = kh; h < Hv; h += Hk) conv((2 * Hk + h) * d, (2 * Hk + h + 1) * d);
-      for (int t = 0; t < T; ++t) {
-        ops::l2_norm(s.conv_out.row(t) + kh * d, d, hp_.rms_eps);
-        ops::l2_norm(s.conv_out.row(t) + (Hk + kh) * d, d, hp_.rms_eps);
-      }
-      for (int64_t h = kh; h < Hv; h += Hk) {
-        float* S = gs.ssm.data() + h * d * d;  // S[j][i] = S_h[i][j]
+  {
+    // Bytes: the state and the conv window, read once (and written back).
+    const PartScope recurrence(PassPart::GdnRecurrence,
+                               sizeof(float) * (gs.ssm.size() + gs.conv_window.size() + static_cast<size_t>(C) * K));
+    pool_.parallel_for(Hk, 1, [&](int64_t kb, int64_t ke) {
+      for (int64_t kh = kb; kh < ke; ++kh) {
+        conv(kh * d, (kh + 1) * d);
+        conv((Hk + kh) * d, (Hk + kh + 1) * d);
+        for (int64_t h = kh; h < Hv; h += Hk) conv((2 * Hk + h) * d, (2 * Hk + h + 1) * d);
         for (int t = 0; t < T; ++t) {
-          const StepInputs in = step_inputs(s.conv_out, Hk, d, h, t, s.alpha.row(t)[h] + W.dt_bias[h], W.a[h], s.beta.row(t)[h]);
-          kernels::gdn_step(S, in.q, in.k, in.v, in.decay, in.beta, scale, d, s.o.row(t) + h * d);
+          ops::l2_norm(s.conv_out.row(t) + kh * d, d, hp_.rms_eps);
+          ops::l2_norm(s.conv_out.row(t) + (Hk + kh) * d, d, hp_.rms_eps);
         }
-        if (reverse) gdn_reverse_head(W, h, T);
-        for (int t = 0; t < T; ++t) {  // gated RMSNorm of the head's output
-          float* o = s.o.row(t) + h * d;
-          ops::rms_norm(o, W.norm, o, d, hp_.rms_eps);
-          float* z = s.z.row(t) + h * d;
-          kernels::silu_row(z, z, d);  // a head's gate is one row of silu (ggml's view of z)
-          for (int j = 0; j < d; ++j) o[j] *= z[j];
+        for (int64_t h = kh; h < Hv; h += Hk) {
+          float* S = gs.ssm.data() + h * d * d;  // S[j][i] = S_h[i][j]
+          for (int t = 0; t < T; ++t) {
+            const StepInputs in = step_inputs(s.conv_out, Hk, d, h, t, s.alpha.row(t)[h] + W.dt_bias[h], W.a[h], s.beta.row(t)[h]);
+            kernels::gdn_step(S, in.q, in.k, in.v, in.decay, in.beta, scale, d, s.o.row(t) + h * d);
+          }
+          if (reverse) gdn_reverse_head(W, h, T);
+          for (int t = 0; t < T; ++t) {  // gated RMSNorm of the head's output
+            float* o = s.o.row(t) + h * d;
+            ops::rms_norm(o, W.norm, o, d, hp_.rms_eps);
+            float* z = s.z.row(t) + h * d;
+            kernels::silu_row(z, z, d);  // a head's gate is one row of silu (ggml's view of z)
+            for (int j = 0; j < d; ++j) o[j] *= z[j];
+          }
         }
       }
-    }
-  });
-
+    });
+  }
+  const PartScope part(PassPart::GdnOutput);  // (a stacked pass may defer it: ~0 here)
   linear(W.out, s.o.row(0), T, Hv * d, s.y.row(0));
 }
 

@@ -7,8 +7,10 @@
 // tokens routed to it; the expert FFNs run in the CPU expert runner (experts.h), the shared
 // expert as one more group that every token belongs to.
 #include <algorithm>
+#include <optional>
 
 #include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/pass_profile.h"
 #include "backend/cpu/pass_scratch.h"
 #include "model/ops.h"
 
@@ -21,7 +23,11 @@ void CpuExecutor::moe_layer(int il, int T) {
 
   // The router and the shared expert's gate read the same input: one region.
   const Projection gates[] = {{&W.router, s.router.row(0)}, {&W.shared_gate_inp, s.shared_gamma.data()}};
-  linears(gates, s.h.row(0), T, E);
+  {
+    const PartScope part(PassPart::Router);
+    linears(gates, s.h.row(0), T, E);
+  }
+  std::optional<PartScope> routing(std::in_place, PassPart::Routing);
   route_tokens(s.router.row(0), T, NE, k, s.chosen.data(), s.chosen_w.data());
   if (routing_trace_) write_routing_trace(routing_trace_, il, chunk_pos0_, s.router.row(0), s.chosen.data(), T, NE, k);
   s.groups.group(s.chosen.data(), T, k, NE);
@@ -38,7 +44,15 @@ void CpuExecutor::moe_layer(int il, int T) {
       s.works.push_back(ExpertWork{W.gate.expert(e), W.up.expert(e), W.down.expert(e), &s.groups.token[s.groups.first[e]],
                                    s.groups.count[e], s.groups.first[e]});
   const ExpertWork shared{W.shared_gate, W.shared_up, W.shared_down, s.experts.all_rows(), T, n_routed};
-  s.experts.run(s.h.row(0), T, s.works, n_routed, hp_.n_ff_exp, &shared, hp_.n_ff_shexp);
+  routing.reset();
+  {
+    uint64_t bytes = 0;  // each expert's weights, read once per pass
+    if (PassProfile::active())
+      for (const ExpertWork& x : s.works) bytes += mat_bytes(x.gate) + mat_bytes(x.up) + mat_bytes(x.down);
+    const PartScope part(PassPart::Experts, bytes + mat_bytes(shared.gate) + mat_bytes(shared.up) + mat_bytes(shared.down));
+    s.experts.run(s.h.row(0), T, s.works, n_routed, hp_.n_ff_exp, &shared, hp_.n_ff_shexp);
+  }
+  const PartScope combine(PassPart::Combine);
 
   // The weighted sum with the shared expert's gate, in slot order for every token.
   for (int t = 0; t < T; ++t) {

@@ -22,9 +22,11 @@
 // through to the ordinary per-sequence matmul, which is slower but gives the same bits.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <fmt/format.h>
 
 #include "backend/cpu/cpu_executor.h"
+#include "backend/cpu/pass_profile.h"
 #include "backend/cpu/pass_scratch.h"
 #include "kernels/convert.h"
 #include "model/ops.h"
@@ -102,6 +104,7 @@ void CpuExecutor::run_stacked(std::span<Pass> passes) {
 
   // X = embed(tokens)
   {
+    const PartScope part(PassPart::Embed, static_cast<uint64_t>(N) * w.token_embd.row_stride);
     int64_t r = 0;
     for (const Pass& p : passes)
       for (int32_t tok : p.tokens) {
@@ -112,7 +115,10 @@ void CpuExecutor::run_stacked(std::span<Pass> passes) {
 
   for (int il = 0; il < n_layers_; ++il) {
     const model::LayerWeights& L = w.layers[il];
-    for (int64_t r = 0; r < N; ++r) ops::rms_norm(m.x.row(r), L.attn_norm, m.h.row(r), E, hp_.rms_eps);
+    {
+      const PartScope part(PassPart::NormsResidual);
+      for (int64_t r = 0; r < N; ++r) ops::rms_norm(m.x.row(r), L.attn_norm, m.h.row(r), E, hp_.rms_eps);
+    }
 
     // The mixer's input projections over all rows, and which projection is its output.
     kernels::MatRef inputs[6];
@@ -136,7 +142,10 @@ void CpuExecutor::run_stacked(std::span<Pass> passes) {
       ensure(m.pre[i].out, max_batch_, inputs[i].rows);
       proj[i] = {&m.pre[i].w, m.pre[i].out.row(0)};
     }
-    linears(std::span(proj, n_inputs), m.h.row(0), static_cast<int>(N), E);
+    {
+      const PartScope part(L.recurrent ? PassPart::GdnProjections : PassPart::AttnProjections);
+      linears(std::span(proj, n_inputs), m.h.row(0), static_cast<int>(N), E);
+    }
     ensure(m.deferred_in, max_batch_, m.deferred.cols);
 
     // Per sequence: attention or the GDN recurrence on its own state.
@@ -169,6 +178,7 @@ void CpuExecutor::run_stacked(std::span<Pass> passes) {
       row0 += T;
     }
     // The output projection over the stacked rows (or over each sequence's rows that deferred it).
+    std::optional<PartScope> out_part(std::in_place, L.recurrent ? PassPart::GdnOutput : PassPart::AttnOutput);
     if (all_deferred) {
       linear(m.deferred, m.deferred_in.row(0), static_cast<int>(N), m.deferred_in.cols, m.y.row(0));
     } else {
@@ -179,13 +189,17 @@ void CpuExecutor::run_stacked(std::span<Pass> passes) {
         row0 += T;
       }
     }
+    out_part.reset();
     m.deferred = {};
     m.n_pre = 0;
-    for (int64_t i = 0; i < N * E; ++i) m.x.v[i] += m.y.v[i];
-
-    // The MoE over all rows, in the ordinary scratch (it holds max_batch rows).
-    for (int64_t r = 0; r < N; ++r) ops::rms_norm(m.x.row(r), L.post_norm, s.h.row(r), E, hp_.rms_eps);
+    {
+      const PartScope part(PassPart::NormsResidual);
+      for (int64_t i = 0; i < N * E; ++i) m.x.v[i] += m.y.v[i];
+      // The MoE over all rows, in the ordinary scratch (it holds max_batch rows).
+      for (int64_t r = 0; r < N; ++r) ops::rms_norm(m.x.row(r), L.post_norm, s.h.row(r), E, hp_.rms_eps);
+    }
     moe_layer(il, static_cast<int>(N));
+    const PartScope part(PassPart::NormsResidual);
     for (int64_t i = 0; i < N * E; ++i) m.x.v[i] += s.y.v[i];
   }
 
@@ -221,7 +235,10 @@ void CpuExecutor::run_stacked(std::span<Pass> passes) {
   if (n_rows == 0) return;
   const int64_t V = hp_.n_vocab;
   if (static_cast<int64_t>(m.logits.size()) < n_rows * V) m.logits.resize(static_cast<size_t>(n_rows * V));
-  linear(w.output, m.h.row(0), static_cast<int>(n_rows), E, m.logits.data());
+  {
+    const PartScope part(PassPart::Head);
+    linear(w.output, m.h.row(0), static_cast<int>(n_rows), E, m.logits.data());
+  }
   int64_t r = 0;
   for (const Pass& p : passes) {
     const int64_t T = static_cast<int64_t>(p.tokens.size());
