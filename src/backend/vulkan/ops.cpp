@@ -220,9 +220,19 @@ bool norm_quantizes(int64_t n, const Q8Activations& a) {
 }
 
 
+namespace {
+// Heads rms_norm.comp QUANT norms to a workgroup: 1, or for Q8_K heads of n < 256 the 256 / n
+// that share a super-block (0: not fusable, n not a divisor of 256 or heads not a multiple).
+int64_t norm_quantize_rows_per_group(const NormShape& s, const Q8Activations& a) {
+  if (a.kind != Q8Kind::Q8_K || s.n >= 256) return norm_quantizes(s.n, a) ? 1 : 0;
+  return s.n % 32 == 0 && 256 % s.n == 0 && s.heads % (256 / s.n) == 0 ? 256 / s.n : 0;
+}
+}  // namespace
+
 void record_rms_norm_quantize(CommandList& cl, Device& dev, const NormShape& s, NormMode mode, float eps, float post,
                               BufferRange x, BufferRange w, BufferRange z, BufferRange y, const Q8Activations& a) {
-  if (!norm_quantizes(s.n, a) || (s.heads > 1 && s.y_head != s.n)) {
+  const int64_t rows_per_group = norm_quantize_rows_per_group(s, a);
+  if (rows_per_group == 0 || (s.heads > 1 && s.y_head != s.n)) {
     record_rms_norm(cl, dev, s, mode, eps, post, x, w, z, y);
     record_quantize(cl, dev, y, s.tokens, s.heads * s.n, s.y_row, a);
     return;
@@ -232,7 +242,7 @@ void record_rms_norm_quantize(CommandList& cl, Device& dev, const NormShape& s, 
                                   q8_kind_name(a.kind), a.rows, a.cols));
   const Pipeline& p = dev.pipelines().get(norm_quantize_shader("rms_norm", a.kind), 6, sizeof(NormPush));
   cl.dispatch(p, {x, w, z, y, whole(a.quants), whole(a.scales)}, norm_push(s, mode, eps, post),
-              groups(s.tokens * s.heads, 1, "rms_norm_quantize"));
+              groups(s.tokens * s.heads / rows_per_group, 1, "rms_norm_quantize"));
 }
 
 void record_add_rms_norm_quantize(CommandList& cl, Device& dev, const NormShape& s, float eps, BufferRange x, BufferRange r,

@@ -93,7 +93,8 @@ void record_rms_norm(CommandList& cl, Device& dev, const NormShape& s, NormMode 
                      BufferRange w, BufferRange z, BufferRange y);
 // record_rms_norm, then y quantised into a (record_quantize over rows of heads x n): one dispatch
 // where norm_quantizes(n, a) and the heads of a row lie side by side in y (y_head == n; rms_norm.comp
-// QUANT, bitwise the two), else the two. a holds s.tokens rows of s.heads x s.n.
+// QUANT, bitwise the two), else the two; Q8_K also where heads of n < 256 fill super-blocks in
+// groups (256 / n heads a workgroup: the GDN's heads of 128). a holds s.tokens rows of s.heads x s.n.
 void record_rms_norm_quantize(CommandList& cl, Device& dev, const NormShape& s, NormMode mode, float eps, float post,
                               BufferRange x, BufferRange w, BufferRange z, BufferRange y, const Q8Activations& a);
 // rms_norm.comp ADD (twin: record_elementwise Add, then record_rms_norm Weighted): the residual

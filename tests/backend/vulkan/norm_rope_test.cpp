@@ -181,15 +181,17 @@ TEST_F(NormRopeTest, AddNormAndQuantisationInOneDispatchAreBitwiseTheSeparateOps
 // A norm and the quantisation of its output in one dispatch (rms_norm.comp QUANT) against the
 // two: the GDN's gated norm over heads side by side (the output projection's input), a layer
 // norm, heads of 256 side by side, and heads apart in their rows (not fusable: two dispatches,
-// the same bits). Q8_K fuses where each head is whole super-blocks of 256 (else two dispatches);
-// the last case's rows are no whole super-blocks, so it is Q8_0 and Q8_1 only.
+// the same bits). Q8_K fuses where each head is whole super-blocks of 256 or 256 / n heads fill
+// one (the GDN's heads of 128: two a workgroup; heads of 64: four); the last case's rows are no
+// whole super-blocks, so it is Q8_0 and Q8_1 only.
 TEST_F(NormRopeTest, NormAndQuantisationInOneDispatchAreBitwiseTheTwo) {
   struct Case {
     NormMode mode;
     int64_t tokens, heads, n, x_row, x_head, y_row, y_head;
     uint32_t dispatches, q8_k_dispatches;  // 0: not a Q8_K case
   };
-  for (const Case& c : {Case{NormMode::Gated, 5, 4, 128, 4 * 128, 128, 4 * 128 + 32, 128, 1, 2},
+  for (const Case& c : {Case{NormMode::Gated, 5, 4, 128, 4 * 128, 128, 4 * 128 + 32, 128, 1, 1},
+                        Case{NormMode::Gated, 3, 8, 64, 8 * 64 + 16, 64, 8 * 64, 64, 1, 1},
                         Case{NormMode::Weighted, 3, 1, 2048, 2048 + 64, 0, 2048 + 64, 0, 1, 1},
                         Case{NormMode::Gated, 4, 2, 256, 2 * 256 + 8, 256, 2 * 256 + 16, 256, 1, 1},
                         Case{NormMode::Gated, 3, 2, 64, 3 * 64, 64, 3 * 64, 96, 2, 0}}) {

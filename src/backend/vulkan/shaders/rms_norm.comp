@@ -20,8 +20,10 @@
 //            defined) for the products that read it (quantize_block.glsl, the arithmetic of
 //            quantize_q8_0_activation.comp): the row is kept in shared memory (n <= MAX_N, a
 //            multiple of 32), quantised block by block; with Q8_K defined, to Q8_K super-blocks
-//            (quantize_q8_k.glsl, the arithmetic of quantize_q8_k_activation.comp; n a multiple
-//            of 256), the 64 invocations together on each super-block in turn
+//            (quantize_q8_k.glsl, the arithmetic of quantize_q8_k_activation.comp), the 64
+//            invocations together on each super-block in turn; heads of n < 256 (256 a multiple
+//            of n) are normed 256 / n to a workgroup, one after the other, so that a super-block
+//            spans them (the GDN gated norm's heads of 128)
 //   ROPE     (mode 0, per head) the NEOX rotation of the head's first n_rot values follows the
 //            norm (rope_neox.comp's arithmetic on the normed values, the host's cos/sin table):
 //            the attention's q and k norms and their rope in one dispatch
@@ -87,91 +89,106 @@ layout(push_constant) uniform Push {
 const uint WG = 64;
 shared float partial[WG];
 
+// Rows a workgroup norms in turn: one, except that Q8_K super-blocks of 256 need 256 / n heads of
+// n < 256 side by side (the GDN gated norm's heads of 128: two a workgroup).
+uint rows_per_group() {
+#if defined(Q8_K)
+  return p.n < 256u ? 256u / p.n : 1u;
+#else
+  return 1u;
+#endif
+}
+
 void main() {
-  const uint t = gl_WorkGroupID.x / p.heads, h = gl_WorkGroupID.x % p.heads;
-  const uint xb = t * p.x_row_stride + h * p.x_head_stride;
-  const uint yb = t * p.y_row_stride + h * p.y_head_stride;
+  const uint rpg = rows_per_group(), groups_per_token = p.heads / rpg;
+  const uint t = gl_WorkGroupID.x / groups_per_token, h0 = (gl_WorkGroupID.x % groups_per_token) * rpg;
   const uint tid = gl_LocalInvocationID.x;
-  float s = 0.0;
+  for (uint rr = 0u; rr < rpg; ++rr) {  // uniform
+    if (rr > 0u) barrier();  // the previous row's readers of partial[0] are done
+    const uint h = h0 + rr;
+    const uint xb = t * p.x_row_stride + h * p.x_head_stride;
+    const uint yb = t * p.y_row_stride + h * p.y_head_stride;
+    float s = 0.0;
 #if defined(ADD)
-  for (uint i = tid; i < p.n; i += WG) {
+    for (uint i = tid; i < p.n; i += WG) {
 #if defined(COMBINE)
-    const float v = x[xb + i] + combine_value(t, i, p.n, p.k, p.tokens, p.n_expert, p.gamma_stride);
+      const float v = x[xb + i] + combine_value(t, i, p.n, p.k, p.tokens, p.n_expert, p.gamma_stride);
 #else
-    const float v = x[xb + i] + r[xb + i];
+      const float v = x[xb + i] + r[xb + i];
 #endif
-    x[xb + i] = v;
-    s += v * v;
-  }
+      x[xb + i] = v;
+      s += v * v;
+    }
 #else
-  for (uint i = tid; i < p.n; i += WG) s += x[xb + i] * x[xb + i];
+    for (uint i = tid; i < p.n; i += WG) s += x[xb + i] * x[xb + i];
 #endif
-  partial[tid] = s;
-  barrier();
-  for (uint k = WG / 2u; k > 0u; k >>= 1) {
-    if (tid < k) partial[tid] += partial[tid + k];
+    partial[tid] = s;
     barrier();
-  }
-  const float mean = partial[0] / float(p.n);
-  const float scale = 1.0 / sqrt(mean + p.eps);
-  for (uint i = tid; i < p.n; i += WG) {
-    const float v = x[xb + i] * scale;
+    for (uint k = WG / 2u; k > 0u; k >>= 1) {
+      if (tid < k) partial[tid] += partial[tid + k];
+      barrier();
+    }
+    const float mean = partial[0] / float(p.n);
+    const float scale = 1.0 / sqrt(mean + p.eps);
+    for (uint i = tid; i < p.n; i += WG) {
+      const float v = x[xb + i] * scale;
 #if defined(ADD)
-    const float o = v * w[i];
+      const float o = v * w[i];
 #else
-    float o;
-    if (p.mode == 0u) {
-      o = v * w[i];
-    } else if (p.mode == 1u) {
-      o = v * p.post;
-    } else {
-      const float g = z[yb + i];
-      o = v * w[i] * (g / (1.0 + exp(-g)));
+      float o;
+      if (p.mode == 0u) {
+        o = v * w[i];
+      } else if (p.mode == 1u) {
+        o = v * p.post;
+      } else {
+        const float g = z[yb + i];
+        o = v * w[i] * (g / (1.0 + exp(-g)));
+      }
+#endif
+#if defined(ROPE)
+      if (i < p.n_rot)
+        row_out[i] = o;  // rotated below
+      else
+        y[yb + i] = o;
+#else
+      y[yb + i] = o;
+#endif
+#if defined(QUANT)
+      row_out[rr * p.n + i] = o;
+#endif
+    }
+#if defined(ROPE)
+    barrier();
+    const uint half_rot = p.n_rot / 2u;
+    for (uint i = tid; i < half_rot; i += WG) {
+      const vec2 c = cs[t * half_rot + i];
+      const float x0 = row_out[i], x1 = row_out[i + half_rot];
+      precise float a = fma(x0, c.x, -(x1 * c.y));  // rope_neox.comp's two outputs
+      precise float b = fma(x0, c.y, x1 * c.x);
+      y[yb + i] = a;
+      y[yb + i + half_rot] = b;
     }
 #endif
-#if defined(ROPE)
-    if (i < p.n_rot)
-      row_out[i] = o;  // rotated below
-    else
-      y[yb + i] = o;
-#else
-    y[yb + i] = o;
-#endif
-#if defined(QUANT)
-    row_out[i] = o;
-#endif
   }
-#if defined(ROPE)
-  barrier();
-  const uint half_rot = p.n_rot / 2u;
-  for (uint i = tid; i < half_rot; i += WG) {
-    const vec2 c = cs[t * half_rot + i];
-    const float x0 = row_out[i], x1 = row_out[i + half_rot];
-    precise float a = fma(x0, c.x, -(x1 * c.y));  // rope_neox.comp's two outputs
-    precise float b = fma(x0, c.y, x1 * c.x);
-    y[yb + i] = a;
-    y[yb + i + half_rot] = b;
-  }
-#endif
 #if defined(QUANT)
-  // Row (t, h) is blocks [(t * heads + h) * n / 32, ...) of the quantised rows: the heads of a
-  // token lie side by side in y (y_head_stride == n), each a whole number of blocks.
+  // Rows (t, h0 ..) are blocks [(t * heads + h0) * n / 32, ...) of the quantised rows: the heads
+  // of a token lie side by side in y (y_head_stride == n), each a whole number of blocks.
   barrier();
-  const uint nb = p.n / 32u;
+  const uint nb = p.n / 32u, first = (t * p.heads + h0) * nb;
 #if defined(Q8_K)
-  for (uint sb = 0u; sb < p.n / 256u; ++sb) {  // uniform: every invocation takes every super-block
+  for (uint sb = 0u; sb < rpg * p.n / 256u; ++sb) {  // uniform: every invocation takes every super-block
     float xv[4];
     for (uint j = 0; j < 4u; ++j) xv[j] = row_out[sb * 256u + 4u * tid + j];
     float am;
     const uint idx = q8k_find_max(tid, xv, am);
     const float vmax = am != 0.0 ? row_out[sb * 256u + idx] : 0.0;
-    q8k_write(tid, xv, am, vmax, gl_WorkGroupID.x * nb + 8u * sb);
+    q8k_write(tid, xv, am, vmax, first + 8u * sb);
   }
 #else
   for (uint b = tid; b < nb; b += WG) {
     float v[32];
     for (uint j = 0; j < 32u; ++j) v[j] = row_out[b * 32u + j];
-    quantize_block(v, gl_WorkGroupID.x * nb + b);
+    quantize_block(v, first + b);
   }
 #endif
 #endif
