@@ -3,11 +3,12 @@
 // (the steady rate, every page the first run touched now resident). Prints one markdown row.
 //
 // usage: first_tokens_bench MODEL.gguf [--tokens 32] [-t 2] [--prefault 0|1|2] [--wait 0|1]
-//                           [--drop-cache 0|1] [--mmap 0|1]
+//                           [--drop-cache 0|1] [--mmap 0|1] [--mlock 0|1]
 //   --prefault  0 off, 1 background (default), 2 wait (before load returns)
 //   --wait 1    after load, wait for the background pre-fault to end before the first tokens
 //   --drop-cache 1  evict the file from the page cache first (posix_fadvise DONTNEED: no root
 //               needed; pages another process has mapped stay), as after a reboot
+//   --mlock 1   lock the mapped weights in memory at load (--mlock: every page read before ready)
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -49,13 +50,13 @@ double generate(Engine& e, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int tokens = 32, threads = 2, prefault = 1, wait = 0, drop = 0, mmap = 1;
+  int tokens = 32, threads = 2, prefault = 1, wait = 0, drop = 0, mmap = 1, mlock = 0;
   if (argc < 2 || !bench::parse_int_flags(argc, argv, 2,
                                           {{"--tokens", &tokens}, {"-t", &threads}, {"--prefault", &prefault}, {"--wait", &wait},
-                                           {"--drop-cache", &drop}, {"--mmap", &mmap}})) {
+                                           {"--drop-cache", &drop}, {"--mmap", &mmap}, {"--mlock", &mlock}})) {
     std::fprintf(stderr,
                  "usage: first_tokens_bench MODEL.gguf [--tokens 32] [-t 2] [--prefault 0|1|2] [--wait 0|1] [--drop-cache 0|1] "
-                 "[--mmap 0|1]\n");
+                 "[--mmap 0|1] [--mlock 0|1]\n");
     return 2;
   }
   try {
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
     eo.n_threads = threads;
     eo.n_ctx = tokens + 16;
     eo.mmap = mmap != 0;
+    eo.mlock = mlock != 0;
     eo.prefault = prefault == 0 ? Prefault::Off : prefault == 2 ? Prefault::Wait : Prefault::Background;
     const auto t0 = Clock::now();
     auto e = Engine::load(argv[1], eo);
@@ -79,7 +81,8 @@ int main(int argc, char** argv) {
     const PrefaultStatus after_first = e->prefault_status();
     const double steady = generate(*e, tokens);
     const char* how = prefault == 0 ? "off" : prefault == 2 ? "wait" : wait ? "background, waited for" : "background, not waited for";
-    std::printf("| %s%s | %s | %.2f | %.2f | %s %.1f s | %.2f | %.2f | %.2f | %.0f MiB |\n", how, mmap ? "" : " (--no-mmap)",
+    std::printf("| %s%s%s | %s | %.2f | %.2f | %s %.1f s | %.2f | %.2f | %.2f | %.0f MiB |\n", how, mmap ? "" : " (--no-mmap)",
+                mlock ? " (--mlock)" : "",
                 drop ? "evicted" : "cached", ready, waited, std::string(prefault_state_name(after_first.state)).c_str(),
                 after_first.seconds, first, steady, steady > 0 ? first / steady : 0.0, peak_rss_bytes() / 1048576.0);
     return 0;

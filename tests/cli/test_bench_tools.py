@@ -39,11 +39,26 @@ class BenchTools(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(r.stdout.startswith("| "), r.stdout)
 
+    def test_first_tokens_bench_rows(self):
+        # One row per loading mode: the first cell names it, the page-cache cell says what was asked.
+        for args, first_cell, cache in ((["--prefault", "1", "--wait", "1"], "background, waited for", "cached"),
+                                        (["--prefault", "0", "--drop-cache", "1"], "off", "evicted"),
+                                        (["--mmap", "0"], "background, not waited for (--no-mmap)", "cached"),
+                                        (["--prefault", "0", "--mlock", "1"], "off (--mlock)", "cached")):
+            r = self.run_bench("first_tokens_bench", "--tokens", "4", "-t", "1", *args)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            cells = [c.strip() for c in r.stdout.strip().split("|")[1:-1]]
+            self.assertEqual(len(cells), 9, r.stdout)
+            self.assertEqual((cells[0], cells[1]), (first_cell, cache), r.stdout)
+            self.assertGreater(float(cells[5]), 0, r.stdout)  # first tokens/s
+            self.assertGreater(float(cells[6]), 0, r.stdout)  # steady tokens/s
+
     def test_bad_flags_are_refused(self):
         for name, args, msg in (("block_pass_bench", ["--bogus", "1"], "unknown option --bogus"),
                                 ("block_pass_bench", ["--reps"], "--reps needs a value"),
                                 ("block_pass_bench", ["--rows", "99"], "--rows must be"),
-                                ("multi_pass_bench", ["--seqs", "two"], "--seqs takes an integer")):
+                                ("multi_pass_bench", ["--seqs", "two"], "--seqs takes an integer"),
+                                ("first_tokens_bench", ["--mlock"], "--mlock needs a value")):
             r = self.run_bench(name, *args)
             self.assertNotEqual(r.returncode, 0, name)
             self.assertIn(msg, r.stderr, name)
