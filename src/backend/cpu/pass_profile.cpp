@@ -33,9 +33,7 @@ namespace {
 int64_t ns_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
 }
-}  // namespace
 
-namespace {
 std::unique_ptr<PassProfile>& holder() {
   static std::unique_ptr<PassProfile> profile = [] {
     const char* v = std::getenv("CLOVER_CPU_PROFILE");

@@ -137,15 +137,12 @@ void record_swiglu_quantize(CommandList& cl, Device& dev, BufferRange g, BufferR
     throw VulkanError(fmt::format("swiglu_quantize: {} x {} rows (stride {}) into {} scratch of {} x {}", rows, cols, stride,
                                   q8_kind_name(a.kind), a.rows, a.cols));
   const QuantizePush push{u32(cols, "cols"), u32(rows, "rows"), u32(stride, "x_stride")};
-  if (a.kind == Q8Kind::Q8_K) {  // a workgroup per super-block (quantize_q8_k_activation.comp SWIGLU)
-    const Pipeline& p = dev.pipelines().get("swiglu_quantize_q8_k", 4, sizeof(QuantizePush));
+  const Pipeline& p = dev.pipelines().get(detail::quantize_variant("swiglu_quantize", a.kind), 4, sizeof(QuantizePush));
+  if (a.kind == Q8Kind::Q8_K)  // a workgroup per super-block (quantize_q8_k_activation.comp SWIGLU)
     cl.dispatch(p, {g, whole(a.quants), whole(a.scales), u}, push, groups(cols / 256, 1, "swiglu_quantize (super-blocks)"),
                 groups(rows, 1, "swiglu_quantize (rows)"));
-    return;
-  }
-  const Pipeline& p = dev.pipelines().get(a.kind == Q8Kind::Q8_1 ? "swiglu_quantize_q8_1" : "swiglu_quantize_q8_0", 4,
-                                          sizeof(QuantizePush));
-  cl.dispatch(p, {g, whole(a.quants), whole(a.scales), u}, push, groups(rows * (cols / 32), 64, "swiglu_quantize"));
+  else
+    cl.dispatch(p, {g, whole(a.quants), whole(a.scales), u}, push, groups(rows * (cols / 32), 64, "swiglu_quantize"));
 }
 
 void record_moe_combine(CommandList& cl, Device& dev, BufferRange down, BufferRange shared, BufferRange weights,
@@ -175,7 +172,7 @@ void record_moe_combine_add_rms_norm(CommandList& cl, Device& dev, const MoeComb
     if (a) record_quantize(cl, dev, y, s.tokens, s.n, s.y_row, *a);
     return;
   }
-  const Pipeline& p = dev.pipelines().get(detail::norm_quantize_shader("rms_norm_add_combine", a->kind), 10, sizeof(NormCombinePush));
+  const Pipeline& p = dev.pipelines().get(detail::quantize_variant("rms_norm_add_combine", a->kind), 10, sizeof(NormCombinePush));
   cl.dispatch(p, {x, w, c.down, y, c.shared, c.weights, c.groups, c.gamma, whole(a->quants), whole(a->scales)}, push, gx);
 }
 

@@ -194,12 +194,12 @@ NormPush norm_push(const NormShape& s, NormMode mode, float eps, float post) {
           static_cast<uint32_t>(mode)};
 }
 
-std::string norm_quantize_shader(const char* base, Q8Kind kind) {
+std::string quantize_variant(const char* base, Q8Kind kind) {
   return fmt::format("{}_{}", base, kind == Q8Kind::Q8_K ? "q8_k" : kind == Q8Kind::Q8_1 ? "q8_1" : "q8_0");
 }
 }  // namespace detail
 using detail::norm_push;
-using detail::norm_quantize_shader;
+using detail::quantize_variant;
 
 void record_rms_norm(CommandList& cl, Device& dev, const NormShape& s, NormMode mode, float eps, float post, BufferRange x,
                      BufferRange w, BufferRange z, BufferRange y) {
@@ -218,7 +218,6 @@ void record_add_rms_norm(CommandList& cl, Device& dev, const NormShape& s, float
 bool norm_quantizes(int64_t n, const Q8Activations& a) {
   return n % (a.kind == Q8Kind::Q8_K ? 256 : 32) == 0 && n <= kNormQuantizeMaxCols;
 }
-
 
 namespace {
 // Heads rms_norm.comp QUANT norms to a workgroup: 1, or for Q8_K heads of n < 256 the 256 / n
@@ -240,7 +239,7 @@ void record_rms_norm_quantize(CommandList& cl, Device& dev, const NormShape& s, 
   if (s.tokens < 1 || s.heads < 1 || s.heads * s.n != a.cols || s.tokens > a.rows)
     throw VulkanError(fmt::format("rms_norm_quantize: {} rows of {} x {} into {} scratch of {} x {}", s.tokens, s.heads, s.n,
                                   q8_kind_name(a.kind), a.rows, a.cols));
-  const Pipeline& p = dev.pipelines().get(norm_quantize_shader("rms_norm", a.kind), 6, sizeof(NormPush));
+  const Pipeline& p = dev.pipelines().get(quantize_variant("rms_norm", a.kind), 6, sizeof(NormPush));
   cl.dispatch(p, {x, w, z, y, whole(a.quants), whole(a.scales)}, norm_push(s, mode, eps, post),
               groups(s.tokens * s.heads / rows_per_group, 1, "rms_norm_quantize"));
 }
@@ -255,7 +254,7 @@ void record_add_rms_norm_quantize(CommandList& cl, Device& dev, const NormShape&
   if (s.tokens < 1 || s.heads != 1 || s.n != a->cols || s.tokens > a->rows)
     throw VulkanError(fmt::format("add_rms_norm_quantize: {} rows of {} into {} scratch of {} x {}", s.tokens, s.n,
                                   q8_kind_name(a->kind), a->rows, a->cols));
-  const Pipeline& p = dev.pipelines().get(norm_quantize_shader("rms_norm_add", a->kind), 6, sizeof(NormPush));
+  const Pipeline& p = dev.pipelines().get(quantize_variant("rms_norm_add", a->kind), 6, sizeof(NormPush));
   cl.dispatch(p, {x, w, r, y, whole(a->quants), whole(a->scales)}, norm_push(s, NormMode::Weighted, eps, 1.0f),
               groups(s.tokens, 1, "rms_norm_add_quantize"));
 }
@@ -551,15 +550,12 @@ void record_sigmoid_gate_quantize(CommandList& cl, Device& dev, const Elementwis
   const int64_t seg = s.seg ? s.seg : s.n;
   const GatePush push{{u32(s.n, "cols"), u32(s.rows, "rows"), u32(s.y_row, "x_stride")},
                       u32(s.x_row, "g_row"), u32(seg, "seg"), u32(s.x_seg, "g_seg"), u32(s.x_off, "g_off")};
-  if (a.kind == Q8Kind::Q8_K) {  // a workgroup per super-block (quantize_q8_k_activation.comp GATE)
-    const Pipeline& p = dev.pipelines().get("sigmoid_gate_quantize_q8_k", 4, sizeof(GatePush));
+  const Pipeline& p = dev.pipelines().get(quantize_variant("sigmoid_gate_quantize", a.kind), 4, sizeof(GatePush));
+  if (a.kind == Q8Kind::Q8_K)  // a workgroup per super-block (quantize_q8_k_activation.comp GATE)
     cl.dispatch(p, {y, whole(a.quants), whole(a.scales), x}, push, groups(s.n / 256, 1, "sigmoid_gate_quantize (super-blocks)"),
                 groups(s.rows, 1, "sigmoid_gate_quantize (rows)"));
-    return;
-  }
-  const Pipeline& p = dev.pipelines().get(
-      a.kind == Q8Kind::Q8_1 ? "sigmoid_gate_quantize_q8_1" : "sigmoid_gate_quantize_q8_0", 4, sizeof(GatePush));
-  cl.dispatch(p, {y, whole(a.quants), whole(a.scales), x}, push, groups(s.rows * (s.n / 32), 64, "sigmoid_gate_quantize"));
+  else
+    cl.dispatch(p, {y, whole(a.quants), whole(a.scales), x}, push, groups(s.rows * (s.n / 32), 64, "sigmoid_gate_quantize"));
 }
 
 }  // namespace clover::vulkan

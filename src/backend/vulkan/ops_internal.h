@@ -95,9 +95,9 @@ struct NormCombinePush {
   uint32_t k, tokens, n_expert, gamma_stride;
 };
 NormPush norm_push(const NormShape& s, NormMode mode, float eps, float post);
-// The rms_norm.comp QUANT variant of `base` ("rms_norm", "rms_norm_add", "rms_norm_add_combine")
-// that writes `kind`: "<base>_q8_0", "_q8_1" or "_q8_k".
-std::string norm_quantize_shader(const char* base, Q8Kind kind);
+// The variant of a quantising shader `base` ("rms_norm", "rms_norm_add", "rms_norm_add_combine",
+// "swiglu_quantize", "sigmoid_gate_quantize") that writes `kind`: "<base>_q8_0", "_q8_1" or "_q8_k".
+std::string quantize_variant(const char* base, Q8Kind kind);
 
 // quantize_q8_0_activation.comp's and quantize_q8_k_activation.comp's push constants.
 struct QuantizePush {

@@ -9,7 +9,6 @@
 // bitwise the separate one. Call from uniform control flow (the search has barriers).
 shared float q8k_amax[64];
 shared uint q8k_idx[64];
-shared float q8k_vmax;  // for includers whose values are not readable from memory by every invocation
 
 // The super-block's largest magnitude (am) and the index (0..255) of its first occurrence (256:
 // none, an all-zero or all-NaN block), from invocation k's values 4k..4k+3.

@@ -37,6 +37,7 @@ layout(push_constant) uniform Push {
 } p;
 
 #include "quantize_q8_k.glsl"
+shared float q8k_vmax;  // the super-block's signed maximum, from the invocation that holds it
 
 void main() {
   const uint b = gl_WorkGroupID.x, r = gl_WorkGroupID.y, k = gl_LocalInvocationID.x;
