@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <initializer_list>
+#include <latch>
 #include <thread>
 
 #include "clover/clover.h"
@@ -172,13 +173,15 @@ TEST_F(SyntheticModelTest, LastPassIsTheSessionsOwnUnderBatching) {
   const BatchingStats before = engine.batching_stats();
   std::vector<PassStats> last(kSessions);
   std::vector<std::thread> threads;
+  std::latch start(kSessions);  // all generations begin together, so their passes meet in batches
   for (int i = 0; i < kSessions; ++i)
     threads.emplace_back([&, i] {
       GenerateOptions go;
       go.max_tokens = 24;
       go.ignore_eos = true;
-      sessions[i]->generate(engine.tokenize("Session " + std::to_string(i) + " says hello.", false), go,
-                            [](const Event&) { return true; });
+      const std::vector<int32_t> prompt = engine.tokenize("Session " + std::to_string(i) + " says hello.", false);
+      start.arrive_and_wait();
+      sessions[i]->generate(prompt, go, [](const Event&) { return true; });
       last[i] = sessions[i]->last_pass();
     });
   for (auto& t : threads) t.join();
