@@ -23,6 +23,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/matmul.h"
+#include "kernels/repack.h"
 
 namespace {
 
@@ -34,19 +35,21 @@ constexpr size_t kColdBytes = size_t{256} << 20;
 // The matrices of the benchmark being run (one set at a time, to bound memory).
 struct MatrixSet {
   DType type{};
+  Layout layout = Layout::RowMajor;
   int64_t rows = 0, cols = 0;
   size_t stride = 0;
   std::vector<std::unique_ptr<uint8_t[]>> copies;
 };
 
-MatrixSet& matrices(DType t, int64_t rows, int64_t cols, bool cold) {
+MatrixSet& matrices(DType t, int64_t rows, int64_t cols, bool cold, Layout layout = Layout::RowMajor) {
   static MatrixSet set;
   const size_t stride = dtype_row_bytes(t, cols);
   const size_t bytes = stride * static_cast<size_t>(rows);
   const size_t want = cold ? std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes) : 1;
-  if (set.type != t || set.rows != rows || set.cols != cols || set.copies.size() < want) {
+  if (set.type != t || set.layout != layout || set.rows != rows || set.cols != cols || set.copies.size() < want) {
     set.copies.clear();
     set.type = t;
+    set.layout = layout;
     set.rows = rows;
     set.cols = cols;
     set.stride = stride;
@@ -66,13 +69,15 @@ MatrixSet& matrices(DType t, int64_t rows, int64_t cols, bool cold) {
         const int64_t n = std::min(pool_rows, rows - r);
         std::memcpy(set.copies.back().get() + r * stride, pool.data(), n * stride);
       }
+      if (layout == Layout::Q4_0x16) repack_q4_0_x16(MatRef{t, set.copies.back().get(), rows, cols, stride}, set.copies.back().get());
     }
   }
   return set;
 }
 
-void bm_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t n, Isa isa, bool cold) {
-  MatrixSet& m = matrices(t, rows, cols, cold);
+void bm_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t n, Isa isa, bool cold,
+               Layout layout = Layout::RowMajor) {
+  MatrixSet& m = matrices(t, rows, cols, cold, layout);
   const size_t copies = cold ? m.copies.size() : 1;
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -85,7 +90,7 @@ void bm_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   size_t c = 0;
   double best = 1e30;
   for (auto _ : state) {
-    const MatRef w{t, m.copies[c].get(), rows, cols, m.stride};
+    const MatRef w{t, m.copies[c].get(), rows, cols, m.stride, layout};
     const auto t0 = std::chrono::steady_clock::now();
     matmul(w, acts, y.data(), rows, 0, rows);
     benchmark::DoNotOptimize(y.data());
@@ -156,8 +161,8 @@ uint64_t read_stream(const uint8_t* p, size_t bytes) {
   return static_cast<uint64_t>(_mm_cvtsi128_si64(acc[0]));
 }
 
-void bm_paired(benchmark::State& state, DType t, int64_t rows, int64_t cols, Isa isa) {
-  MatrixSet& m = matrices(t, rows, cols, true);
+void bm_paired(benchmark::State& state, DType t, int64_t rows, int64_t cols, Isa isa, Layout layout = Layout::RowMajor) {
+  MatrixSet& m = matrices(t, rows, cols, true, layout);
   const size_t copies = m.copies.size();
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -171,7 +176,7 @@ void bm_paired(benchmark::State& state, DType t, int64_t rows, int64_t cols, Isa
   size_t c = 0;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
-    matmul(MatRef{t, m.copies[c].get(), rows, cols, m.stride}, acts, y.data(), rows, 0, rows);
+    matmul(MatRef{t, m.copies[c].get(), rows, cols, m.stride, layout}, acts, y.data(), rows, 0, rows);
     benchmark::DoNotOptimize(y.data());
     auto t1 = std::chrono::steady_clock::now();
     c = c + 1 == copies ? 0 : c + 1;
@@ -259,7 +264,7 @@ void register_all() {
             const std::string name = std::string(dtype_name(t)) + "/" + std::to_string(s.rows) + "x" +
                                      std::to_string(s.cols) + "/n" + std::to_string(n) + "/" +
                                      std::string(isa_name(isa)) + (cold ? "/cold" : "/hot");
-            benchmark::RegisterBenchmark(name.c_str(), bm_matmul, t, s.rows, s.cols, n, isa, cold)
+            benchmark::RegisterBenchmark(name.c_str(), bm_matmul, t, s.rows, s.cols, n, isa, cold, Layout::RowMajor)
                 ->Unit(benchmark::kMicrosecond)
                 ->UseRealTime();
           }
@@ -273,8 +278,28 @@ void register_all() {
         if (isa == Isa::Scalar) continue;
         const std::string name = "paired/" + std::string(dtype_name(t)) + "/" + std::to_string(s.rows) + "x" +
                                  std::to_string(s.cols) + "/" + std::string(isa_name(isa));
-        benchmark::RegisterBenchmark(name.c_str(), bm_paired, t, s.rows, s.cols, isa)->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(name.c_str(), bm_paired, t, s.rows, s.cols, isa, Layout::RowMajor)->Unit(benchmark::kMicrosecond);
       }
+    }
+  }
+  // Q4_0 repacked at load (Q4_0x16, kernels/repack.h): the AVX-512 kernel's own layout.
+  if (isa_best() == Isa::Avx512) {
+    for (const Shape& s : shapes) {
+      const bool head = s.rows > 100000;
+      for (bool cold : {true, false}) {
+        if (head && !cold) continue;
+        for (int64_t n : {1, 8, 32}) {
+          if (n > 1 && head) continue;
+          const std::string name = "Q4_0x16/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/n" +
+                                   std::to_string(n) + "/avx512" + (cold ? "/cold" : "/hot");
+          benchmark::RegisterBenchmark(name.c_str(), bm_matmul, DType::Q4_0, s.rows, s.cols, n, Isa::Avx512, cold, Layout::Q4_0x16)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
+      }
+      const std::string name = "paired/Q4_0x16/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/avx512";
+      benchmark::RegisterBenchmark(name.c_str(), bm_paired, DType::Q4_0, s.rows, s.cols, Isa::Avx512, Layout::Q4_0x16)
+          ->Unit(benchmark::kMicrosecond);
     }
   }
   for (DType t : {DType::Q8_0, DType::F16, DType::BF16}) {

@@ -35,6 +35,7 @@ struct ModelInfo {
   std::string device;        // the backend running the model: "cpu", "vulkan:0 (NVIDIA H200)", ...
   std::string placement;     // a GPU backend: which experts stay in RAM and the device memory planned
   uint64_t device_memory_bytes = 0;  // a GPU backend: device memory allocated at load
+  uint64_t repacked_bytes = 0;       // weights rewritten in place for the CPU's kernels (EngineOptions::repack)
   int block_size = 32;
   float threshold = 0.95f;
   int mask_token = -1;
@@ -87,8 +88,12 @@ struct EngineOptions {
   bool mmap = true;
   bool mlock = false;
   Prefault prefault = Prefault::Background;
-  // Progress of "read" (mmap false) and "lock" (mlock) on the loading thread, and of "prefault" on
-  // the pre-fault's own thread (keep it short: it must not block).
+  // On the CPU backend with mmap false, the Q4_0 matrices are rewritten in place at load in the
+  // AVX-512 kernel's layout (same bits out, faster products; docs/loading.md). false
+  // (--no-repack): the file's layout. A mapped file is never rewritten.
+  bool repack = true;
+  // Progress of "read" (mmap false), "repack" and "lock" (mlock) on the loading thread, and of
+  // "prefault" on the pre-fault's own thread (keep it short: it must not block).
   ProgressFn on_progress;
   std::string routing_trace;  // debugging: write every MoE routing decision to this file
   int state_snapshots = 4;    // recurrent-state snapshots kept per session for prefix reuse

@@ -25,6 +25,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -198,6 +199,10 @@ struct ExecutorOptions {
   int64_t n_ctx = 4096;
   KvTypes kv;
   int n_seq = 1;
+  // The CPU backend: repack the model's Q4_0 matrices in place where they are in private memory
+  // and the CPU has the layout's kernel (model::Model::repack_q4_0); its progress (bytes).
+  bool repack = true;
+  std::function<void(uint64_t done, uint64_t total)> on_repack;
 };
 
 // Streaming experts kept in RAM to the device for passes with many rows routed to them: the
@@ -208,8 +213,9 @@ inline constexpr int kStreamExpertsDefaultRows = 32;
 inline constexpr int kStreamedExperts = 16;
 
 // Picks and builds the backend (backend/select.cpp); the backend prepares the weights for itself
-// (a GPU backend: uploads them; the CPU computes from the file's bytes as they are, which the
-// engine brings into memory: EngineOptions::prefault) before returning.
-std::unique_ptr<Executor> make_executor(const model::Model& model, const ExecutorOptions& opts);
+// (a GPU backend: uploads them; the CPU computes from the file's bytes, repacked in place when they
+// were read into memory (ExecutorOptions::repack), otherwise as they are, which the engine brings
+// into memory: EngineOptions::prefault) before returning.
+std::unique_ptr<Executor> make_executor(model::Model& model, const ExecutorOptions& opts);
 
 }  // namespace clover::backend

@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "backend/cpu/cpu_executor.h"
 #include "backend/executor.h"
 #include "backend/layer_split.h"
 #include "backend/placement.h"
 #include "backend/vulkan/executor/vulkan_executor.h"
+#include "kernels/cpu_features.h"
+#include "runtime/thread_pool.h"
 
 namespace clover::backend {
 
@@ -19,10 +22,24 @@ bool placement_flags(const ExecutorOptions& o) {
   return o.cpu_moe || o.n_cpu_moe > 0 || !o.override_tensor.empty() || o.vram_budget > 0 || o.stream_experts > 0;
 }
 
-std::unique_ptr<Executor> make_cpu(const model::Model& model, const ExecutorOptions& opts) {
+// The weights in private memory (--no-mmap) rewritten for the CPU's Q4_0 kernel: in place, once,
+// before any executor reads them (the engine's model has no other reader). A mapped file is left
+// as it is, and so are the weights of a CPU without the layout's AVX-512 kernel (the other paths
+// would unpack each tile: slower than the file's layout).
+void repack_for_cpu(model::Model& model, const ExecutorOptions& opts) {
+  if (!opts.repack || model.file().mapped() || kernels::isa_active() != kernels::Isa::Avx512) return;
+  ThreadPool pool(opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const model::RepackReport r = model.repack_q4_0(pool, opts.on_repack);
+  if (r.matrices > 0)
+    std::fprintf(stderr, "repacked %d Q4_0 tensors (%.2f GiB) in place for the AVX-512 kernel in %.2f s (--no-repack: the file's layout)\n",
+                 r.matrices, static_cast<double>(r.bytes) / (1u << 30), r.seconds);
+}
+
+std::unique_ptr<Executor> make_cpu(model::Model& model, const ExecutorOptions& opts) {
   if (placement_flags(opts))
     std::fprintf(stderr, "note: --cpu-moe, --n-cpu-moe, -ot, --vram-budget and --stream-experts do nothing on the CPU "
                          "backend: every weight is in RAM already\n");
+  repack_for_cpu(model, opts);
   cpu::CpuExecutor::Options o;
   o.n_threads = opts.n_threads;
   o.max_batch = opts.max_batch;
@@ -74,7 +91,7 @@ std::unique_ptr<vulkan::VulkanExecutor> make_vulkan(const model::Model& model, c
 
 // -ngl N below the layer count: layers [0, n_layer - N) on the CPU, the rest and the head on the
 // device (backend/layer_split.h); the whole model on the device otherwise.
-std::unique_ptr<Executor> make_gpu(const model::Model& model, const ExecutorOptions& opts, const std::string& device) {
+std::unique_ptr<Executor> make_gpu(model::Model& model, const ExecutorOptions& opts, const std::string& device) {
   const int n_layer = model.hp().n_layer;
   const int cpu_layers = opts.n_gpu_layers < 0 || opts.n_gpu_layers >= n_layer ? 0 : n_layer - opts.n_gpu_layers;
   auto back = make_vulkan(model, opts, device, cpu_layers);
@@ -90,7 +107,7 @@ std::unique_ptr<Executor> make_gpu(const model::Model& model, const ExecutorOpti
 
 }  // namespace
 
-std::unique_ptr<Executor> make_executor(const model::Model& model, const ExecutorOptions& opts) {
+std::unique_ptr<Executor> make_executor(model::Model& model, const ExecutorOptions& opts) {
   std::string dev = opts.device.empty() ? "auto" : opts.device;
   std::transform(dev.begin(), dev.end(), dev.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   for (const std::string& s : opts.override_tensor) parse_tensor_override(s);  // refused on every backend when malformed

@@ -148,6 +148,7 @@ class ModelBench {
              {"placement", mi.placement},
              {"device_memory_bytes", mi.device_memory_bytes},
              {"mmap", eo.mmap},
+             {"repacked_bytes", mi.repacked_bytes},
              {"mlock", eo.mlock},
              {"load_seconds", load_seconds},
              {"page_cache_dropped", a.drop_cache},

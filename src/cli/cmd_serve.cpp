@@ -140,6 +140,7 @@ Runner add_serve_command(CLI::App& app) {
     opt.override_tensor = device.override_tensor;
     opt.vram_budget = device.vram_budget;
     opt.mmap = !a->load.no_mmap;
+    opt.repack = !a->load.no_repack;
     opt.mlock = a->load.mlock;
     opt.prefault = prefault_from_name(a->load.prefault);
     if (!a->kwargs.empty()) {

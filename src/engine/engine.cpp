@@ -135,6 +135,7 @@ class EngineImpl final : public Engine {
     info_.device = std::string(executor_->name());
     info_.placement = executor_->placement();
     info_.device_memory_bytes = executor_->device_memory_bytes();
+    info_.repacked_bytes = model_->repacked().bytes;
     info_.block_size = hp.block_size;
     info_.threshold = hp.threshold;
     info_.mask_token = hp.mask_token;
@@ -523,6 +524,8 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     eo.n_ctx = (opts.n_ctx > 0 ? opts.n_ctx : std::min(m->hp().n_ctx_train, kMaxContext)) + kMaxBlock;
     eo.kv = {to_dtype(opts.cache_type_k), to_dtype(opts.cache_type_v)};
     eo.n_seq = std::max(1, opts.n_seq);
+    eo.repack = opts.repack;
+    if (opts.on_progress) eo.on_repack = [&opts](uint64_t done, uint64_t total) { opts.on_progress("repack", done, total); };
     auto exec = backend::make_executor(*m, eo);
     return std::make_unique<EngineImpl>(std::move(m), std::move(exec), opts);
   } catch (const Error&) {

@@ -117,6 +117,13 @@ class Reader {
   const TensorInfo* tensor(std::string_view name) const;
   // Asks the kernel to start reading a tensor's pages (MADV_WILLNEED); never required.
   void prefetch(const TensorInfo& t) const;
+  // The bytes [p, p + n) of the in-memory copy (OpenOptions::mmap false), made writable, for the
+  // owner of the weights to rewrite them in place (a backend's layout: kernels/repack.h). Throws
+  // GgufError on a mapped file (shared with other processes and the page cache: never written)
+  // or a range outside the copy.
+  uint8_t* writable(const void* p, size_t n) const;
+  // Makes the in-memory copy read-only again after writable() (nothing on a mapped file).
+  void seal() const;
 
  private:
   Reader() = default;

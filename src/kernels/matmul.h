@@ -20,14 +20,20 @@
 
 namespace clover::kernels {
 
+// How a matrix's bytes are arranged. RowMajor: row o at data + o * row_stride, as in the file.
+// Q4_0x16: Q4_0 rows repacked for the AVX-512 kernel in tiles of 16 rows, each tile in the bytes
+// its rows held (kernels/repack.h); every path reads it (the others by unpacking a tile).
+enum class Layout : uint8_t { RowMajor, Q4_0x16 };
+
 // A weight matrix: `rows` output rows of `cols` values of `type`, consecutive rows `row_stride`
-// bytes apart. y = W x computes one output per row.
+// bytes apart (in `layout`). y = W x computes one output per row.
 struct MatRef {
   DType type = DType::F32;
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_stride = 0;
+  Layout layout = Layout::RowMajor;
 };
 
 // The type activations are converted to before a dot product with weights of type t.

@@ -302,11 +302,39 @@ struct Q4Rows {
   size_t stride;
 };
 
+// One block column of a 16-row tile: vector m of z holds values 4m..4m+3 of every row (qs bytes:
+// low nibbles, and in the high nibbles values 16 + 4m..), dw the 16 rows' scales. Adds each
+// activation row's 16 block sums, scaled, into acc[r].
+template <int NA>
+CLOVER_INLINE void q4_0_block_column(__m512 (&acc)[NA], const __m512i (&z)[4], __m512 dw, const BlockQ8_0* const* a,
+                                     const int32_t* const* nbias, const float* const* ad, int64_t b) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512i wm[8];
+  CLOVER_UNROLL
+  for (int g = 0; g < 4; ++g) {
+    wm[g] = _mm512_and_si512(z[g], m4);
+    wm[g + 4] = _mm512_and_si512(_mm512_srli_epi16(z[g], 4), m4);
+  }
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) {
+    // The activation's 4-byte groups, broadcast.
+    typedef int32_t unaligned_i32 __attribute__((aligned(1), may_alias));
+    const auto* aq = reinterpret_cast<const unaligned_i32*>(a[r][b].qs);
+    // Four independent chains (integer sums are exact in any order), then added.
+    __m512i part[4] = {_mm512_set1_epi32(nbias[r][b]), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                       _mm512_setzero_si512()};
+    CLOVER_UNROLL
+    for (int m = 0; m < 8; ++m) part[m % 4] = _mm512_dpbusd_epi32(part[m % 4], wm[m], _mm512_set1_epi32(aq[m]));
+    const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, _mm512_set1_ps(ad[r][b])), acc[r]);
+  }
+}
+
+// A tile of 16 row-major rows: each block column gathered from the rows' blocks.
 template <int NA>
 void tile_q4_0_blocks(const Q4Rows& w, const BlockQ8_0* const* a, const int32_t* const* nbias, const float* const* ad,
                       int64_t nb, float* const* out, const uint8_t* pf) {
   const __m512i qs_idx = _mm512_load_si512(kQ4QsIdx.data());
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
   constexpr __mmask32 kBlock = (1u << sizeof(BlockQ4_0)) - 1;  // 18 bytes: nothing past a block is read
   const size_t s = w.stride, s3 = 3 * w.stride;
   __m512 acc[NA];
@@ -333,28 +361,39 @@ void tile_q4_0_blocks(const Q4Rows& w, const BlockQ8_0* const* a, const int32_t*
     const __m512i u01 = _mm512_shuffle_i64x2(y[0], y[1], 0xEE), u23 = _mm512_shuffle_i64x2(y[2], y[3], 0xEE);
     const __m512i z[4] = {_mm512_shuffle_i64x2(t01, t23, 0x88), _mm512_shuffle_i64x2(t01, t23, 0xDD),
                           _mm512_shuffle_i64x2(u01, u23, 0x88), _mm512_shuffle_i64x2(u01, u23, 0xDD)};
-    __m512i wm[8];
-    CLOVER_UNROLL
-    for (int g = 0; g < 4; ++g) {
-      wm[g] = _mm512_and_si512(z[g], m4);
-      wm[g + 4] = _mm512_and_si512(_mm512_srli_epi16(z[g], 4), m4);
-    }
-    CLOVER_UNROLL
-    for (int r = 0; r < NA; ++r) {
-      // The activation's 4-byte groups, broadcast.
-      typedef int32_t unaligned_i32 __attribute__((aligned(1), may_alias));
-      const auto* aq = reinterpret_cast<const unaligned_i32*>(a[r][b].qs);
-      // Four independent chains (integer sums are exact in any order), then added.
-      __m512i part[4] = {_mm512_set1_epi32(nbias[r][b]), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                         _mm512_setzero_si512()};
-      CLOVER_UNROLL
-      for (int m = 0; m < 8; ++m) part[m % 4] = _mm512_dpbusd_epi32(part[m % 4], wm[m], _mm512_set1_epi32(aq[m]));
-      const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(part[0], part[1]), _mm512_add_epi32(part[2], part[3]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, _mm512_set1_ps(ad[r][b])), acc[r]);
-    }
+    q4_0_block_column<NA>(acc, z, dw, a, nbias, ad, b);
   }
   CLOVER_UNROLL
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out[r], acc[r]);
+}
+
+// A Q4_0x16 tile (repack.h): each block column is one 32-byte load of the scales and four 64-byte
+// loads of the values, already in the vectors tile_q4_0_blocks builds, so the sums are its bits.
+template <int NA>
+void tile_q4_0_x16(const uint8_t* tile, const BlockQ8_0* const* a, const int32_t* const* nbias, const float* const* ad,
+                   int64_t nb, float* const* out, const uint8_t* pf) {
+  const uint8_t* qs = tile + static_cast<size_t>(nb) * 32;
+  __m512 acc[NA];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, pf += 16 * sizeof(BlockQ4_0)) {
+    prefetch_span<16 * sizeof(BlockQ4_0)>(pf);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * 32)));
+    const uint8_t* q = qs + b * 256;
+    const __m512i z[4] = {_mm512_loadu_si512(q), _mm512_loadu_si512(q + 64), _mm512_loadu_si512(q + 128),
+                          _mm512_loadu_si512(q + 192)};
+    q4_0_block_column<NA>(acc, z, dw, a, nbias, ad, b);
+  }
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out[r], acc[r]);
+}
+
+// A tile of either layout (a Q4_0x16 tile starts at its first row's bytes, w.row[0]).
+template <int NA>
+void q4_0_tile(bool packed, const Q4Rows& w, const BlockQ8_0* const* a, const int32_t* const* nbias,
+               const float* const* ad, int64_t nb, float* const* out, const uint8_t* pf) {
+  if (packed) tile_q4_0_x16<NA>(w.row[0], a, nbias, ad, nb, out, pf);
+  else tile_q4_0_blocks<NA>(w, a, nbias, ad, nb, out, pf);
 }
 
 void run_q4_0(const MatmulCall& c) {
@@ -371,9 +410,11 @@ void run_q4_0(const MatmulCall& c) {
   }
   constexpr int kNA8 = 8;
   const int64_t panel = panel_rows(static_cast<size_t>(nb) * sizeof(BlockQ8_0), kNA8);
-  // Tiles of 16 rows from a multiple of 8; rows outside [o_begin, o_end) or past the matrix are
-  // computed into scratch (a last 8-row tile repeats its rows) and dropped.
-  const int64_t t_begin = c.o_begin / 8 * 8;
+  // Tiles of 16 rows from a multiple of 8 (of 16 when repacked: whole tiles only); rows outside
+  // [o_begin, o_end) or past the matrix are computed into scratch (a last 8-row tile repeats its
+  // rows) and dropped.
+  const bool packed = c.w->layout == Layout::Q4_0x16;
+  const int64_t t_begin = packed ? c.o_begin / 16 * 16 : c.o_begin / 8 * 8;
   for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
     const int64_t p1 = std::min(c.n, p0 + panel);
     for (int64_t o = t_begin; o < c.o_end; o += 16) {
@@ -399,14 +440,14 @@ void run_q4_0(const MatmulCall& c) {
           out[r] = whole ? c.y + (i0 + r) * c.ldy + o : tmp[r];
         }
         switch (na) {
-          case 8: tile_q4_0_blocks<8>(w, a, nbias, ad, nb, out, pf); break;
-          case 7: tile_q4_0_blocks<7>(w, a, nbias, ad, nb, out, pf); break;
-          case 6: tile_q4_0_blocks<6>(w, a, nbias, ad, nb, out, pf); break;
-          case 5: tile_q4_0_blocks<5>(w, a, nbias, ad, nb, out, pf); break;
-          case 4: tile_q4_0_blocks<4>(w, a, nbias, ad, nb, out, pf); break;
-          case 3: tile_q4_0_blocks<3>(w, a, nbias, ad, nb, out, pf); break;
-          case 2: tile_q4_0_blocks<2>(w, a, nbias, ad, nb, out, pf); break;
-          default: tile_q4_0_blocks<1>(w, a, nbias, ad, nb, out, pf); break;
+          case 8: q4_0_tile<8>(packed, w, a, nbias, ad, nb, out, pf); break;
+          case 7: q4_0_tile<7>(packed, w, a, nbias, ad, nb, out, pf); break;
+          case 6: q4_0_tile<6>(packed, w, a, nbias, ad, nb, out, pf); break;
+          case 5: q4_0_tile<5>(packed, w, a, nbias, ad, nb, out, pf); break;
+          case 4: q4_0_tile<4>(packed, w, a, nbias, ad, nb, out, pf); break;
+          case 3: q4_0_tile<3>(packed, w, a, nbias, ad, nb, out, pf); break;
+          case 2: q4_0_tile<2>(packed, w, a, nbias, ad, nb, out, pf); break;
+          default: q4_0_tile<1>(packed, w, a, nbias, ad, nb, out, pf); break;
         }
         if (!whole)
           for (int r = 0; r < na; ++r)

@@ -1,5 +1,6 @@
 // A loaded Clover / qwen35moe model: the mapped file, its hyperparameters, bound weights, the
-// tokenizer and the chat template. Immutable after load and shared by every sequence.
+// tokenizer and the chat template. Immutable after load (and after the backend's preparation of
+// the weights, repack_q4_0) and shared by every sequence.
 #pragma once
 #include <functional>
 #include <memory>
@@ -12,7 +13,18 @@
 #include "model/weights.h"
 #include "text/tokenizer.h"
 
+namespace clover {
+class ThreadPool;
+}
+
 namespace clover::model {
+
+// What Model::repack_q4_0 rewrote.
+struct RepackReport {
+  int matrices = 0;    // tensors (a stack of experts counts once)
+  uint64_t bytes = 0;  // their bytes
+  double seconds = 0;
+};
 
 class Model {
  public:
@@ -41,6 +53,15 @@ class Model {
   // The engine calls this before every pass it starts for a caller (one fstat).
   void check_file() const;
 
+  // Rewrites, in place, the Q4_0 matrices the forward pass multiplies (every tensor of 16-row
+  // tiles but the token embedding and an LM head tied to it) in the CPU's AVX-512 Q4_0 kernel's
+  // layout (kernels/repack.h), and records the layout in weights(): every reader handles it (each
+  // ISA's kernels; the scalar twin) and the products keep their bits. Only for weights read into
+  // memory (--no-mmap): a mapped file is never written, and nothing is repacked. `progress` gets
+  // bytes done of the bytes to repack. Call it before any executor reads the weights.
+  RepackReport repack_q4_0(ThreadPool& pool, const std::function<void(uint64_t done, uint64_t total)>& progress = {});
+  const RepackReport& repacked() const { return repacked_; }
+
  private:
   Model() = default;
   std::unique_ptr<gguf::Reader> file_;
@@ -49,6 +70,7 @@ class Model {
   std::unique_ptr<text::Tokenizer> tok_;
   std::string chat_template_;
   std::vector<std::string> warnings_;
+  RepackReport repacked_;
 };
 
 // Reads the tokenizer.ggml.* keys.

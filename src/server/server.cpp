@@ -59,6 +59,7 @@ void load(ServerState& st) {
   eo.vram_budget = st.opt.vram_budget;
   eo.n_seq = st.opt.n_slots;
   eo.mmap = st.opt.mmap;
+  eo.repack = st.opt.repack;
   eo.mlock = st.opt.mlock;
   eo.prefault = st.opt.prefault;
   eo.on_progress = stderr_progress("clover serve: ", 10);

@@ -25,7 +25,7 @@ struct ServerOptions {
   std::vector<std::string> override_tensor;
   std::string vram_budget;
   int stream_experts = -1;        // --stream-experts N (EngineOptions)
-  bool mmap = true, mlock = false;  // --no-mmap, --mlock (EngineOptions)
+  bool mmap = true, repack = true, mlock = false;  // --no-mmap, --no-repack, --mlock (EngineOptions)
   Prefault prefault = Prefault::Background;  // --prefault: /health and /metrics report its progress
   CacheType cache_type_k = CacheType::F16, cache_type_v = CacheType::F16;  // -ctk / -ctv
   std::vector<std::string> api_keys;  // any of them is accepted; empty: no authentication

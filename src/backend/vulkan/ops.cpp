@@ -10,6 +10,7 @@
 
 #include "backend/vulkan/ops_internal.h"
 #include "kernels/convert.h"
+#include "kernels/repack.h"
 
 namespace clover::vulkan {
 
@@ -100,10 +101,7 @@ DeviceMatrix upload_matrix(Device& dev, const kernels::MatRef& m, const Buffer& 
   for (int64_t r0 = 0; r0 < m.rows; r0 += rows_per_chunk) {
     const int64_t n = std::min(rows_per_chunk, m.rows - r0);
     buf.assign(static_cast<size_t>(n) * d.row_stride + 4, 0);
-    for (int64_t r = 0; r < n; ++r) {
-      const auto* src = static_cast<const uint8_t*>(m.data) + static_cast<size_t>(r0 + r) * m.row_stride;
-      std::copy(src, src + d.row_stride, buf.data() + static_cast<size_t>(r) * d.row_stride);
-    }
+    kernels::unpack_rows(m, r0, n, buf.data());  // (the file's row-major blocks, from a CPU-repacked matrix too)
     // Copies move whole words: the last chunk may end inside a word and then writes the zero
     // padding after the matrix (up to 3 bytes; the buffer must have them: sizes round up to 4).
     const uint64_t at = offset + static_cast<uint64_t>(r0) * d.row_stride;

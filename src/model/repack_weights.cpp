@@ -1,0 +1,63 @@
+// Model::repack_q4_0: the Q4_0 matrices rewritten in place in the AVX-512 kernel's layout.
+#include <chrono>
+
+#include "kernels/repack.h"
+#include "model/model.h"
+#include "runtime/thread_pool.h"
+
+namespace clover::model {
+
+RepackReport Model::repack_q4_0(ThreadPool& pool, const std::function<void(uint64_t, uint64_t)>& progress) {
+  RepackReport report;
+  if (file_->mapped()) return report;
+  const auto t0 = std::chrono::steady_clock::now();
+
+  // The candidates: each as one matrix (a stack of experts is one matrix of all its rows: its
+  // experts are consecutive and each a whole number of 16-row tiles, so no tile spans two).
+  struct Job {
+    MatRef* m;
+    MatRef whole;
+  };
+  std::vector<Job> jobs;
+  auto add = [&](MatRef& m) {
+    if (kernels::q4_0_repackable(m)) jobs.push_back({&m, m});
+  };
+  auto add_experts = [&](ExpertsRef& e) {
+    MatRef whole = e.first;
+    whole.rows = e.first.rows * hp_.n_expert;
+    if (e.expert_stride == e.first.row_stride * static_cast<size_t>(e.first.rows) && kernels::q4_0_repackable(e.first) &&
+        kernels::q4_0_repackable(whole))
+      jobs.push_back({&e.first, whole});
+  };
+  for (LayerWeights& L : w_.layers) {
+    for (MatRef* m : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o, &L.gdn.qkv, &L.gdn.gate, &L.gdn.beta, &L.gdn.alpha,
+                      &L.gdn.out, &L.gdn.rev_alpha, &L.gdn.rev_beta, &L.moe.router, &L.moe.shared_gate_inp,
+                      &L.moe.shared_gate, &L.moe.shared_up, &L.moe.shared_down})
+      add(*m);
+    for (ExpertsRef* e : {&L.moe.gate, &L.moe.up, &L.moe.down}) add_experts(*e);
+  }
+  if (!w_.tied_output && w_.output.data != w_.token_embd.data) add(w_.output);
+
+  uint64_t total = 0, done = 0;
+  for (const Job& j : jobs) total += j.whole.row_stride * static_cast<uint64_t>(j.whole.rows);
+  for (const Job& j : jobs) {
+    const uint64_t bytes = j.whole.row_stride * static_cast<uint64_t>(j.whole.rows);
+    uint8_t* dst = file_->writable(j.whole.data, bytes);
+    pool.parallel_for(j.whole.rows / kernels::kQ4Tile, 16, [&](int64_t b, int64_t e) {
+      kernels::repack_q4_0_x16_tiles(j.whole, dst, b, e);
+    });
+    j.m->layout = kernels::Layout::Q4_0x16;
+    done += bytes;
+    ++report.matrices;
+    if (progress) progress(done, total);
+  }
+  file_->seal();
+  report.bytes = total;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  repacked_.matrices += report.matrices;
+  repacked_.bytes += report.bytes;
+  repacked_.seconds += report.seconds;
+  return report;
+}
+
+}  // namespace clover::model

@@ -1,0 +1,131 @@
+// Q4_0 weights repacked in place at load for the CPU's AVX-512 kernel (EngineOptions::repack,
+// model::Model::repack_q4_0; kernels/repack.h): only weights read into memory are rewritten, every
+// matrix the forward pass multiplies is, the embedding is not, and the engine's results are the
+// file layout's bit for bit in every decoding mode (the mapped engine is the reference: its
+// logits are llama.cpp's, oracle tests).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "clover/clover.h"
+#include "kernels/cpu_features.h"
+#include "kernels/repack.h"
+#include "model/model.h"
+#include "runtime/thread_pool.h"
+#include "../model/model_test_util.h"
+
+namespace clover {
+namespace {
+
+class RepackTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    synth::SynthConfig c = synth::preset("tiny");
+    c.type = DType::Q4_0;
+    path_ = testing::write_synth(*dir_, "tiny-q4_0.gguf", c);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  static EngineOptions options(bool mmap, bool repack) {
+    EngineOptions o;
+    o.n_threads = 2;
+    o.n_ctx = 256;
+    o.device = "cpu";
+    o.mmap = mmap;
+    o.repack = repack;
+    return o;
+  }
+  static std::vector<int32_t> generate(Engine& e, DecodeMode mode) {
+    GenerateOptions go;
+    go.max_tokens = 24;
+    go.ignore_eos = true;
+    go.mode = mode;
+    go.block_size = 8;
+    std::vector<int32_t> got;
+    e.new_session()->generate(testing::random_tokens(12, e.info().n_vocab, 5), go, [&](const Event& ev) {
+      got.insert(got.end(), ev.tokens.begin(), ev.tokens.end());
+      return true;
+    });
+    return got;
+  }
+
+  static inline testing::TempDir* dir_ = nullptr;
+  static inline std::string path_;
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return !a.empty() && a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_F(RepackTest, ModelRepacksEveryMultipliedQ4_0MatrixOnceAndOnlyInMemory) {
+  ThreadPool pool(2);
+  auto mapped = model::Model::load(path_);
+  EXPECT_EQ(mapped->repack_q4_0(pool).matrices, 0) << "a mapped file is never written";
+  EXPECT_EQ(mapped->weights().layers[0].moe.gate.first.layout, kernels::Layout::RowMajor);
+
+  gguf::OpenOptions fo;
+  fo.mmap = false;
+  auto m = model::Model::load(path_, fo);
+  uint64_t last_done = 0, last_total = 0;
+  const model::RepackReport r = m->repack_q4_0(pool, [&](uint64_t done, uint64_t total) {
+    EXPECT_GT(done, last_done);
+    last_done = done, last_total = total;
+  });
+  EXPECT_GT(r.matrices, 0);
+  EXPECT_EQ(last_done, r.bytes);
+  EXPECT_EQ(last_total, r.bytes);
+  EXPECT_EQ(m->repacked().bytes, r.bytes);
+  // Every Q4_0 matrix of whole tiles that a pass multiplies is in the tile layout; the embedding
+  // (read by rows) is not.
+  const model::ModelWeights& w = m->weights();
+  uint64_t expect = 0;
+  int count = 0;
+  auto check = [&](const kernels::MatRef& x, int64_t rows) {
+    if (x.type != DType::Q4_0 || x.rows % kernels::kQ4Tile != 0) return;
+    EXPECT_EQ(x.layout, kernels::Layout::Q4_0x16);
+    expect += x.row_stride * static_cast<uint64_t>(rows);
+    ++count;
+  };
+  for (const model::LayerWeights& L : w.layers) {
+    for (const kernels::MatRef* x : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o, &L.gdn.qkv, &L.gdn.gate, &L.gdn.beta,
+                                     &L.gdn.alpha, &L.gdn.out, &L.gdn.rev_alpha, &L.gdn.rev_beta, &L.moe.router,
+                                     &L.moe.shared_gate_inp, &L.moe.shared_gate, &L.moe.shared_up, &L.moe.shared_down})
+      if (x->data) check(*x, x->rows);
+    for (const model::ExpertsRef* e : {&L.moe.gate, &L.moe.up, &L.moe.down})
+      check(e->first, e->first.rows * m->hp().n_expert);
+  }
+  if (!w.tied_output) check(w.output, w.output.rows);
+  EXPECT_EQ(r.matrices, count);
+  EXPECT_EQ(r.bytes, expect);
+  EXPECT_EQ(w.token_embd.layout, kernels::Layout::RowMajor);
+  // Repacked once: a second call finds nothing left to do.
+  EXPECT_EQ(m->repack_q4_0(pool).matrices, 0);
+  EXPECT_EQ(m->repacked().bytes, r.bytes);
+}
+
+TEST_F(RepackTest, RepackedEngineGivesTheFileLayoutsBitsInEveryMode) {
+  if (kernels::isa_best() != kernels::Isa::Avx512) GTEST_SKIP() << "the engine repacks only for the AVX-512 kernel";
+  auto ref = Engine::load(path_, options(true, true));  // mapped: never repacked
+  auto packed = Engine::load(path_, options(false, true));
+  auto plain = Engine::load(path_, options(false, false));
+  EXPECT_EQ(ref->info().repacked_bytes, 0u);
+  EXPECT_GT(packed->info().repacked_bytes, 0u);
+  EXPECT_EQ(plain->info().repacked_bytes, 0u) << "--no-repack";
+
+  const std::vector<int32_t> prompt = testing::random_tokens(40, ref->info().n_vocab, 7);
+  const std::vector<float> want = ref->new_session()->eval(prompt, true);
+  EXPECT_TRUE(same_bits(packed->new_session()->eval(prompt, true), want)) << "prefill, every position";
+  EXPECT_TRUE(same_bits(plain->new_session()->eval(prompt, true), want));
+  for (DecodeMode mode : {DecodeMode::AR, DecodeMode::Diffusion, DecodeMode::Spec}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    const std::vector<int32_t> a = generate(*ref, mode);
+    EXPECT_EQ(a.size(), 24u);
+    EXPECT_EQ(generate(*packed, mode), a);
+  }
+}
+
+}  // namespace
+}  // namespace clover
