@@ -135,6 +135,7 @@ class Reader {
   const uint8_t* base_ = nullptr;
   int fd_ = -1;
   bool mapped_ = true;
+  mutable bool writable_ = false;  // the in-memory copy is writable (writable() until seal())
   void* region_ = nullptr;  // what to munmap: the file's mapping, or the anonymous copy (aligned inside)
   uint64_t region_size_ = 0;
   void read_into_memory(const OpenOptions& opts);

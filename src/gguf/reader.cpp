@@ -353,16 +353,19 @@ uint8_t* Reader::writable(const void* p, size_t n) const {
   const auto* b = static_cast<const uint8_t*>(p);
   if (b < base_ || n > size_ || static_cast<uint64_t>(b - base_) > size_ - n)
     throw GgufError(path_ + ": writable(): the range is outside the file's bytes");
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(b) / page * page;
-  const uintptr_t hi = (reinterpret_cast<uintptr_t>(b) + n + page - 1) / page * page;
-  if (mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ | PROT_WRITE) != 0)
-    throw GgufError(path_ + ": cannot make the weights writable: " + std::strerror(errno));
+  // The whole copy at once: changing the protection of part of it would split its mapping there,
+  // and with it the transparent huge pages across each boundary (4 KiB pages: TLB misses).
+  if (!writable_) {
+    if (mprotect(region_, region_size_, PROT_READ | PROT_WRITE) != 0)
+      throw GgufError(path_ + ": cannot make the weights writable: " + std::strerror(errno));
+    writable_ = true;
+  }
   return const_cast<uint8_t*>(b);
 }
 
 void Reader::seal() const {
-  if (!mapped_ && region_) mprotect(region_, region_size_, PROT_READ);
+  if (!mapped_ && region_ && writable_) mprotect(region_, region_size_, PROT_READ);
+  writable_ = false;
 }
 
 Reader::~Reader() {

@@ -2,8 +2,10 @@
 // non-default alignments, tensors of all five types, data written in pieces, and typed getters.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "gguf/gguf.h"
 #include "gguf/gguf_test_util.h"
@@ -192,6 +194,58 @@ TEST(RoundTrip, LargeTensorBypassesBuffer) {
   const float* s = reinterpret_cast<const float*>(r->tensor("small")->data);
   EXPECT_EQ(s[2], 3.0f);
   r->prefetch(*r->tensor("big"));
+}
+
+// The in-memory copy (--no-mmap) made writable for a rewrite in place (the CPU's repacking) and
+// sealed again: a mapped file refuses; a write lands; the copy stays one mapping (changing the
+// protection of part of it would split it, and its transparent huge pages with it); sealed, it is
+// read-only again.
+TEST(RoundTrip, InMemoryCopyIsWritableWholeThenSealed) {
+  ScratchDir dir;
+  const std::string path = dir.file("w.gguf");
+  const auto a = random_bytes(1024 * 1300 * 4, 3);
+  {
+    Writer w(path);
+    w.add_tensor("first", {64}, DType::F32);
+    w.add_tensor("big", {1024, 1300}, DType::F32);
+    const auto f = random_bytes(64 * 4, 4);
+    w.write_tensor_data("first", f.data(), f.size());
+    w.write_tensor_data("big", a.data(), a.size());
+    w.finish();
+  }
+  EXPECT_THROW(Reader::open(path)->writable(Reader::open(path)->tensor("big")->data, 4), GgufError);
+  OpenOptions o;
+  o.mmap = false;
+  auto r = Reader::open(path, o);
+  const TensorInfo& big = *r->tensor("big");
+  EXPECT_THROW(r->writable(big.data + 8, big.size + r->file_size()), GgufError);
+  // The mappings of this process that hold the tensor's first and last bytes, from /proc/self/maps.
+  auto mapping_of = [](const void* p) {
+    FILE* f = std::fopen("/proc/self/maps", "r");
+    unsigned long lo = 0, hi = 0;
+    char perms[8] = {};
+    std::string found;
+    while (f && std::fscanf(f, "%lx-%lx %7s %*[^\n]", &lo, &hi, perms) == 3) {
+      const auto x = reinterpret_cast<unsigned long>(p);
+      if (x >= lo && x < hi) found = std::to_string(lo) + "-" + std::to_string(hi) + " " + perms;
+    }
+    if (f) std::fclose(f);
+    return found;
+  };
+  const std::string before = mapping_of(big.data);
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(before.substr(before.find(' ') + 1, 2), "r-");
+  uint8_t* w = r->writable(big.data + 4096, 64);
+  w[0] ^= 0xff;
+  EXPECT_EQ(big.data[4096], static_cast<uint8_t>(a[4096] ^ 0xff));
+  const std::string during = mapping_of(big.data + 4096);
+  EXPECT_EQ(during.substr(0, during.find(' ')), before.substr(0, before.find(' '))) << "one mapping, not split";
+  EXPECT_EQ(during.substr(during.find(' ') + 1, 2), "rw");
+  EXPECT_EQ(mapping_of(big.data + big.size - 1), during);
+  r->seal();
+  const std::string after = mapping_of(big.data);
+  EXPECT_EQ(after.substr(0, after.find(' ')), before.substr(0, before.find(' ')));
+  EXPECT_EQ(after.substr(after.find(' ') + 1, 2), "r-");
 }
 
 TEST(RoundTrip, EmptyFile) {
