@@ -3,7 +3,8 @@
 // Q4_0, 8 experts per token), at a batch of 1 and of 32 tokens, against the machine's memory
 // bandwidth (a plain streaming read over 1 GiB). Prints markdown rows for docs/benchmarks.md.
 //
-// usage: expert_runner_bench [-t THREADS] [--reps R] [--type 0|1 (Q4_0|Q8_0)]
+// usage: expert_runner_bench [-t THREADS] [--reps R] [--type 0|1 (Q4_0|Q8_0)] [--repack 0|1 (Q4_0 in the
+//        AVX-512 kernel's layout, as the engine repacks it under --no-mmap)]
 //
 // Each pass routes its tokens to fresh random experts (a uniform router), so the weights come
 // from memory, not from the cache, as in a real pass over 40 layers. The weights a pass reads are
@@ -18,7 +19,9 @@
 #include "args.h"
 #include "backend/cpu/experts.h"
 #include "kernels/convert.h"
+#include "kernels/repack.h"
 #include "runtime/thread_pool.h"
+#include "roofline.h"
 #include "timing.h"
 
 using namespace clover;
@@ -27,14 +30,13 @@ namespace {
 
 // n matrices of rows x cols in one allocation, random values quantised to t.
 struct Experts {
-  std::vector<uint8_t> bytes;
   int64_t rows, cols;
   size_t each;
   DType type;
-  Experts(DType t, int n, int64_t r, int64_t c, ThreadPool& pool) : rows(r), cols(c), type(t) {
+  bench::HugeBuffer bytes;  // huge pages, as the engine's weights under --no-mmap
+  Experts(DType t, int n, int64_t r, int64_t c, ThreadPool& pool)
+      : rows(r), cols(c), each(dtype_row_bytes(t, c) * r), type(t), bytes(each * n) {
     const size_t stride = dtype_row_bytes(t, c);
-    each = stride * r;
-    bytes.resize(each * n);
     pool.parallel_for(static_cast<int64_t>(n) * r, 64, [&](int64_t b, int64_t e) {
       std::mt19937 rng(static_cast<uint32_t>(b));
       std::normal_distribution<float> nd(0.f, 0.05f);
@@ -45,22 +47,34 @@ struct Experts {
       }
     });
   }
-  kernels::MatRef at(int e) const { return {type, bytes.data() + e * each, rows, cols, dtype_row_bytes(type, cols)}; }
+  kernels::Layout layout = kernels::Layout::RowMajor;
+  // Every expert rewritten in place in the AVX-512 Q4_0 kernel's layout, as the engine does under
+  // --no-mmap (kernels/repack.h).
+  void repack(int n) {
+    for (int e = 0; e < n; ++e) kernels::repack_q4_0_x16(at(e), bytes.data() + e * each);
+    layout = kernels::Layout::Q4_0x16;
+  }
+  kernels::MatRef at(int e) const {
+    return {type, bytes.data() + e * each, rows, cols, dtype_row_bytes(type, cols), layout};
+  }
 };
 
-// GB/s of a plain read of 1 GiB (sum of 64-bit words), split over the pool's threads; best of reps.
+// GB/s of a plain read of 1 GiB of huge pages (bench::read_stream: 64-byte loads, prefetched),
+// split over the pool's threads; best of reps.
 double read_bandwidth(ThreadPool& pool, int reps) {
-  std::vector<uint64_t> a((1ull << 30) / 8, 1);
+  bench::HugeBuffer buf(1ull << 30);
+  auto* a = reinterpret_cast<uint64_t*>(buf.data());
+  const int64_t n = static_cast<int64_t>(buf.size() / 8);
+  pool.parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) { std::fill(a + b, a + e, uint64_t{1}); });
   std::vector<uint64_t> sums(static_cast<size_t>(pool.size()) * 8, 0);
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     const double t0 = bench::now();
-    const int64_t n = static_cast<int64_t>(a.size()), chunks = pool.size();
+    const int64_t chunks = pool.size();
     pool.parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c) {
-        uint64_t s = 0;
-        for (int64_t i = c * n / chunks; i < (c + 1) * n / chunks; ++i) s += a[static_cast<size_t>(i)];
-        sums[static_cast<size_t>(c) * 8] += s;
+        const int64_t w0 = c * n / chunks / 32 * 32, w1 = (c + 1) * n / chunks / 32 * 32;  // whole 256-byte steps
+        sums[static_cast<size_t>(c) * 8] += bench::read_stream(buf.data() + w0 * 8, static_cast<size_t>(w1 - w0) * 8);
       }
     });
     t.push_back(bench::now() - t0);
@@ -71,19 +85,22 @@ double read_bandwidth(ThreadPool& pool, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 2, reps = 20, type = 0;
-  if (!bench::parse_int_flags(argc, argv, 1, {{"-t", &threads}, {"--reps", &reps}, {"--type", &type}})) {
-    std::fprintf(stderr, "usage: %s [-t THREADS] [--reps R] [--type 0|1]\n", argv[0]);
+  int threads = 2, reps = 20, type = 0, repack = 0;
+  if (!bench::parse_int_flags(argc, argv, 1, {{"-t", &threads}, {"--reps", &reps}, {"--type", &type}, {"--repack", &repack}}) ||
+      (repack == 1 && type == 1)) {
+    std::fprintf(stderr, "usage: %s [-t THREADS] [--reps R] [--type 0|1] [--repack 0|1 (Q4_0 only)]\n", argv[0]);
     return 2;
   }
   const DType t = type == 1 ? DType::Q8_0 : DType::Q4_0;
   const int NE = 256, k = 8, E = 2048, ff = 512;
   ThreadPool pool(threads);
   const double bw = read_bandwidth(pool, 10);
-  const Experts gate(t, NE, ff, E, pool), up(t, NE, ff, E, pool), down(t, NE, E, ff, pool);
-  std::printf("CPU expert runner, one layer of clover-35b experts (%s, %d experts of %d x %d, %d per token), %d threads; "
+  Experts gate(t, NE, ff, E, pool), up(t, NE, ff, E, pool), down(t, NE, E, ff, pool);
+  if (repack == 1)
+    for (Experts* x : {&gate, &up, &down}) x->repack(NE);
+  std::printf("CPU expert runner, one layer of clover-35b experts (%s%s, %d experts of %d x %d, %d per token), %d threads; "
               "memory read bandwidth %.1f GB/s\n\n",
-              std::string(dtype_name(t)).c_str(), NE, ff, E, k, threads, bw);
+              std::string(dtype_name(t)).c_str(), repack == 1 ? " repacked" : "", NE, ff, E, k, threads, bw);
   std::printf("| tokens | distinct experts / layer | ms / layer | tokens/s, 40 layers of experts in RAM | weights read GB/s | of bandwidth |\n");
   std::printf("|---|---|---|---|---|---|\n");
   std::mt19937 rng(7);

@@ -24,6 +24,7 @@
 #include "kernels/convert.h"
 #include "kernels/matmul.h"
 #include "kernels/repack.h"
+#include "roofline.h"
 
 namespace {
 
@@ -133,34 +134,6 @@ void bm_read(benchmark::State& state) {
 // fraction of the achievable single-thread bandwidth the kernel reaches.
 size_t g_read_prefetch = 4096;
 
-// The roofline read with 64-byte loads where the CPU has them (16-byte loads read slower here).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12, inside _mm512_reduce_add_epi64
-__attribute__((target("avx512f"))) uint64_t read_stream_avx512(const uint8_t* p, size_t bytes) {
-  __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-  for (size_t i = 0; i + 256 <= bytes; i += 256) {
-    for (int j = 0; j < 4; ++j) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + 64 * j) + g_read_prefetch, _MM_HINT_T0);
-      acc[j] = _mm512_add_epi64(acc[j], _mm512_loadu_si512(p + i + 64 * j));
-    }
-  }
-  return static_cast<uint64_t>(_mm512_reduce_add_epi64(
-      _mm512_add_epi64(_mm512_add_epi64(acc[0], acc[1]), _mm512_add_epi64(acc[2], acc[3]))));
-}
-#pragma GCC diagnostic pop
-
-uint64_t read_stream(const uint8_t* p, size_t bytes) {
-  if (__builtin_cpu_supports("avx512f")) return read_stream_avx512(p, bytes);
-  __m128i acc[4] = {};
-  const auto* q = reinterpret_cast<const __m128i*>(p);
-  for (size_t i = 0; i + 4 <= bytes / 16; i += 4) {
-    _mm_prefetch(reinterpret_cast<const char*>(q + i) + g_read_prefetch, _MM_HINT_T0);
-    for (int j = 0; j < 4; ++j) acc[j] = _mm_add_epi64(acc[j], _mm_loadu_si128(q + i + j));
-  }
-  acc[0] = _mm_add_epi64(_mm_add_epi64(acc[0], acc[1]), _mm_add_epi64(acc[2], acc[3]));
-  return static_cast<uint64_t>(_mm_cvtsi128_si64(acc[0]));
-}
-
 void bm_paired(benchmark::State& state, DType t, int64_t rows, int64_t cols, Isa isa, Layout layout = Layout::RowMajor) {
   MatrixSet& m = matrices(t, rows, cols, true, layout);
   const size_t copies = m.copies.size();
@@ -180,7 +153,7 @@ void bm_paired(benchmark::State& state, DType t, int64_t rows, int64_t cols, Isa
     benchmark::DoNotOptimize(y.data());
     auto t1 = std::chrono::steady_clock::now();
     c = c + 1 == copies ? 0 : c + 1;
-    benchmark::DoNotOptimize(read_stream(m.copies[c].get(), bytes));
+    benchmark::DoNotOptimize(bench::read_stream(m.copies[c].get(), bytes, g_read_prefetch));
     auto t2 = std::chrono::steady_clock::now();
     c = c + 1 == copies ? 0 : c + 1;
     tk.push_back(std::chrono::duration<double>(t1 - t0).count());

@@ -53,6 +53,20 @@ class BenchTools(unittest.TestCase):
             self.assertGreater(float(cells[5]), 0, r.stdout)  # first tokens/s
             self.assertGreater(float(cells[6]), 0, r.stdout)  # steady tokens/s
 
+    def test_expert_runner_bench_rows(self):
+        # Its own synthetic experts (no model file): the header names the layout, one row per batch,
+        # the roofline read and the weights' rate both positive.
+        for repack, layout in (("0", "(Q4_0,"), ("1", "(Q4_0 repacked,")):
+            r = subprocess.run([os.path.join(BENCH, "expert_runner_bench"), "-t", "1", "--reps", "1", "--repack", repack],
+                               capture_output=True, text=True, timeout=200)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(layout, r.stdout)
+            self.assertGreater(float(r.stdout.split("memory read bandwidth ")[1].split(" GB/s")[0]), 0, r.stdout)
+            rows = [line for line in r.stdout.splitlines() if line.startswith("| 1 |") or line.startswith("| 32 |")]
+            self.assertEqual(len(rows), 2, r.stdout)
+            for row in rows:
+                self.assertGreater(float(row.split("|")[5]), 0, row)  # weights read GB/s
+
     def test_bad_flags_are_refused(self):
         for name, args, msg in (("block_pass_bench", ["--bogus", "1"], "unknown option --bogus"),
                                 ("block_pass_bench", ["--reps"], "--reps needs a value"),
@@ -60,6 +74,11 @@ class BenchTools(unittest.TestCase):
                                 ("multi_pass_bench", ["--seqs", "two"], "--seqs takes an integer"),
                                 ("first_tokens_bench", ["--mlock"], "--mlock needs a value")):
             r = self.run_bench(name, *args)
+            self.assertNotEqual(r.returncode, 0, name)
+            self.assertIn(msg, r.stderr, name)
+        # expert_runner_bench takes no model file: Q8_0 experts are not repacked.
+        for args, msg in ((["--repack", "1", "--type", "1"], "--repack 0|1 (Q4_0 only)"), (["--bogus", "1"], "usage:")):
+            r = subprocess.run([os.path.join(BENCH, "expert_runner_bench"), *args], capture_output=True, text=True, timeout=60)
             self.assertNotEqual(r.returncode, 0, name)
             self.assertIn(msg, r.stderr, name)
 
