@@ -56,9 +56,7 @@ class RepackTest : public ::testing::Test {
   static inline std::string path_;
 };
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return !a.empty() && a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using testing::same_bits;
 
 TEST_F(RepackTest, ModelRepacksEveryMultipliedQ4_0MatrixOnceAndOnlyInMemory) {
   ThreadPool pool(2);
@@ -117,6 +115,7 @@ TEST_F(RepackTest, RepackedEngineGivesTheFileLayoutsBitsInEveryMode) {
 
   const std::vector<int32_t> prompt = testing::random_tokens(40, ref->info().n_vocab, 7);
   const std::vector<float> want = ref->new_session()->eval(prompt, true);
+  ASSERT_FALSE(want.empty());
   EXPECT_TRUE(same_bits(packed->new_session()->eval(prompt, true), want)) << "prefill, every position";
   EXPECT_TRUE(same_bits(plain->new_session()->eval(prompt, true), want));
   for (DecodeMode mode : {DecodeMode::AR, DecodeMode::Diffusion, DecodeMode::Spec}) {

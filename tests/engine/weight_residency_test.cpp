@@ -56,9 +56,7 @@ class WeightResidencyTest : public ::testing::Test {
   static inline std::string path_;
 };
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using testing::same_bits;
 
 TEST_F(WeightResidencyTest, BackgroundPrefaultFinishesAndIsReported) {
   std::mutex mu;

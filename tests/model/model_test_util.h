@@ -33,6 +33,11 @@ inline std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
   return t;
 }
 
+// Whether two float vectors hold the same bits (logits compared for bitwise equality).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 inline std::string write_synth(const TempDir& dir, const std::string& name, synth::SynthConfig cfg) {
   const std::string p = dir.file(name);
   synth::write_model(cfg, p);
