@@ -9,6 +9,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/gguf_test_util.h"
+#include "model/model_test_util.h"
 
 namespace clover::gguf {
 namespace {
@@ -219,19 +220,7 @@ TEST(RoundTrip, InMemoryCopyIsWritableWholeThenSealed) {
   auto r = Reader::open(path, o);
   const TensorInfo& big = *r->tensor("big");
   EXPECT_THROW(r->writable(big.data + 8, big.size + r->file_size()), GgufError);
-  // The mappings of this process that hold the tensor's first and last bytes, from /proc/self/maps.
-  auto mapping_of = [](const void* p) {
-    FILE* f = std::fopen("/proc/self/maps", "r");
-    unsigned long lo = 0, hi = 0;
-    char perms[8] = {};
-    std::string found;
-    while (f && std::fscanf(f, "%lx-%lx %7s %*[^\n]", &lo, &hi, perms) == 3) {
-      const auto x = reinterpret_cast<unsigned long>(p);
-      if (x >= lo && x < hi) found = std::to_string(lo) + "-" + std::to_string(hi) + " " + perms;
-    }
-    if (f) std::fclose(f);
-    return found;
-  };
+  using clover::testing::mapping_of;  // the mapping that holds a byte, from /proc/self/maps
   const std::string before = mapping_of(big.data);
   ASSERT_FALSE(before.empty());
   EXPECT_EQ(before.substr(before.find(' ') + 1, 2), "r-");

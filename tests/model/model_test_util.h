@@ -1,5 +1,6 @@
 // Test helpers: synthetic model files, and copies of them with one thing changed.
 #pragma once
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -31,6 +32,21 @@ inline std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
   std::vector<int32_t> t(n);
   for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
   return t;
+}
+
+// The mapping of this process that holds p, from /proc/self/maps: "LO-HI PERMS" (e.g. "...-... r--p"),
+// or "" when none does (the tests of the --no-mmap copy's protection).
+inline std::string mapping_of(const void* p) {
+  FILE* f = std::fopen("/proc/self/maps", "r");
+  unsigned long lo = 0, hi = 0;
+  char perms[8] = {};
+  std::string found;
+  while (f && std::fscanf(f, "%lx-%lx %7s %*[^\n]", &lo, &hi, perms) == 3) {
+    const auto x = reinterpret_cast<unsigned long>(p);
+    if (x >= lo && x < hi) found = std::to_string(lo) + "-" + std::to_string(hi) + " " + perms;
+  }
+  if (f) std::fclose(f);
+  return found;
 }
 
 // Whether two float vectors hold the same bits (logits compared for bitwise equality).
