@@ -122,7 +122,8 @@ size_t string_bytes(const json& v) {
 
 }  // namespace
 
-std::optional<Collected> collect(Job& job, const httplib::Request& req, httplib::Response& res) {
+std::optional<Collected> collect(Job& job, const httplib::Request& req, httplib::Response& res,
+                                 const std::function<void(const Event&)>& each) {
   Collected c;
   ClientWatch client(req);
   std::vector<Event> evs;
@@ -133,6 +134,7 @@ std::optional<Collected> collect(Job& job, const httplib::Request& req, httplib:
       return std::nullopt;
     }
     for (auto& ev : evs) {
+      if (each) each(ev);
       c.text += ev.text;
       c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
       c.logprobs.insert(c.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());

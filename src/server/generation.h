@@ -5,6 +5,7 @@
 #pragma once
 #include <httplib.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,8 +29,10 @@ struct Collected {
 
 // Waits for the whole generation and returns it; throws the job's error. When the client closes
 // the connection meanwhile, cancels the job, sets the status to 499 (nobody receives it; counted
-// in /metrics) and returns nullopt: there is nobody to answer.
-std::optional<Collected> collect(Job& job, const httplib::Request& req, httplib::Response& res);
+// in /metrics) and returns nullopt: there is nobody to answer. `each` (when set) sees every event
+// in order as it arrives.
+std::optional<Collected> collect(Job& job, const httplib::Request& req, httplib::Response& res,
+                                 const std::function<void(const Event&)>& each = {});
 
 // What a streaming endpoint sends for a job's events. Each method returns the bytes to write
 // (several SSE events at once are fine; empty: nothing).

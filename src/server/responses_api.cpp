@@ -1,11 +1,13 @@
 #include "server/responses_api.h"
 
 #include <chrono>
+#include <cstdint>
 
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/handlers.h"
 #include "server/json_fields.h"
+#include "server/logprobs.h"
 #include "server/response.h"
 
 namespace clover::server {
@@ -173,6 +175,33 @@ void apply_reasoning(const json& r, json& chat) {
   else throw bad_request("'reasoning.effort' must be none, minimal, low, medium or high (got \"" + e + "\")", "reasoning.effort");
 }
 
+// Log-probabilities: asked for by include "message.output_text.logprobs" (OpenAI's switch) or by
+// top_logprobs > 0 alone (which OpenAI accepts and answers with none: here it gives them rather
+// than doing nothing). Other include values (reasoning.encrypted_content, which Codex sends) ask
+// for what this server does not keep, and change nothing.
+void apply_logprobs(const json& body, json& chat) {
+  bool want = false;
+  if (present(body, "include")) {
+    const json& inc = body["include"];
+    if (!inc.is_array()) throw wrong_type("include", "an array of strings", inc);
+    for (const json& v : inc) {
+      if (!v.is_string()) throw wrong_type("include[]", "a string", v);
+      if (v == "message.output_text.logprobs") want = true;
+    }
+  }
+  int64_t top = 0;
+  if (present(body, "top_logprobs")) {
+    const json& t = body["top_logprobs"];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > 20)
+      throw bad_request("'top_logprobs' must be an integer from 0 to 20", "top_logprobs");
+    top = t.get<int64_t>();
+  }
+  if (want || top > 0) {
+    chat["logprobs"] = true;
+    chat["top_logprobs"] = top;
+  }
+}
+
 // The sampling fields the Responses API lacks, accepted as llama-server accepts them, and the
 // decoding-mode extension.
 constexpr const char* kPassThrough[] = {"model",          "stream",           "temperature",      "top_p",
@@ -192,8 +221,6 @@ json responses_to_chat(const json& body) {
   if (present(body, "prompt")) throw bad_request("stored prompts ('prompt') are not supported", "prompt");
   if (present(body, "background") && body["background"] != false)
     throw bad_request("'background' is not supported: responses are answered while the request waits", "background");
-  if (present(body, "top_logprobs") && body["top_logprobs"] != 0)
-    throw bad_request("'top_logprobs' is not supported by this server", "top_logprobs");
   if (present(body, "clover") && body["clover"].is_object() && present(body["clover"], "pass_events"))
     throw bad_request("'clover.pass_events' is supported on /v1/chat/completions only", "clover.pass_events");
   if (present(body, "text")) {
@@ -215,6 +242,7 @@ json responses_to_chat(const json& body) {
   if (present(body, "tools")) chat["tools"] = chat_tools(body["tools"]);
   if (present(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(body["tool_choice"]);
   if (present(body, "reasoning")) apply_reasoning(body["reasoning"], chat);
+  apply_logprobs(body, chat);
   return chat;
 }
 
@@ -229,6 +257,7 @@ void ResponsesOutput::open(Open kind, const chat::StreamEvent& e, std::vector<js
   if (kind == Open::Reasoning) {
     item = {{"id", random_id("rs_")}, {"type", "reasoning"}, {"summary", json::array()}, {"content", json::array()}, {"status", "in_progress"}};
   } else if (kind == Open::Message) {
+    message_logprobs_ = json::array();
     item = {{"id", random_id("msg_")}, {"type", "message"}, {"status", "in_progress"}, {"role", "assistant"}, {"content", json::array()}};
   } else {
     call_index_ = e.index;
@@ -256,9 +285,9 @@ void ResponsesOutput::close(std::vector<json>& out) {
     out.push_back({{"type", "response.content_part.done"}, {"item_id", id}, {"output_index", index}, {"content_index", 0}, {"part", part}});
     item["content"] = json::array({part});
   } else if (open_ == Open::Message) {
-    const json part = {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}, {"logprobs", json::array()}};
+    const json part = {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}, {"logprobs", message_logprobs_}};
     out.push_back({{"type", "response.output_text.done"}, {"item_id", id}, {"output_index", index}, {"content_index", 0},
-                   {"text", text_}, {"logprobs", json::array()}});
+                   {"text", text_}, {"logprobs", message_logprobs_}});
     out.push_back({{"type", "response.content_part.done"}, {"item_id", id}, {"output_index", index}, {"content_index", 0}, {"part", part}});
     item["content"] = json::array({part});
   } else {
@@ -271,19 +300,24 @@ void ResponsesOutput::close(std::vector<json>& out) {
   open_ = Open::None;
 }
 
-std::vector<json> ResponsesOutput::push(const std::vector<chat::StreamEvent>& evs) {
+std::vector<json> ResponsesOutput::push(const std::vector<chat::StreamEvent>& evs, const std::vector<TokenLogprobs>& tokens) {
   using K = chat::StreamEvent::Kind;
   std::vector<json> out;
+  if (render_) pending_.insert(pending_.end(), tokens.begin(), tokens.end());
+  size_t last_text_delta = SIZE_MAX;  // the index in `out` of this push's last output_text.delta
+  bool opened_message = false, other = false;
   for (const auto& e : evs) {
     if ((e.kind == K::Reasoning || e.kind == K::Content) && e.text.empty()) continue;
+    if (e.kind != K::Content) other = true;
     if (e.kind == K::Reasoning && open_ != Open::Reasoning) open(Open::Reasoning, e, out);
-    if (e.kind == K::Content && open_ != Open::Message) open(Open::Message, e, out);
+    if (e.kind == K::Content && open_ != Open::Message) open(Open::Message, e, out), opened_message = true;
     if (e.kind == K::ToolCallBegin) {
       open(Open::Call, e, out);
       continue;
     }
     if (e.kind == K::ToolCallArguments && (open_ != Open::Call || call_index_ != e.index)) continue;  // not expected
     if (e.text.empty()) continue;
+    if (e.kind == K::Content) last_text_delta = out.size();
     text_ += e.text;
     const size_t index = items_.size() - 1;
     const json& id = items_.back()["id"];
@@ -296,6 +330,18 @@ std::vector<json> ResponsesOutput::push(const std::vector<chat::StreamEvent>& ev
     } else {
       out.push_back({{"type", "response.function_call_arguments.delta"}, {"item_id", id}, {"output_index", index}, {"delta", e.text}});
     }
+  }
+  if (!render_) return out;
+  if (last_text_delta != SIZE_MAX) {
+    // Message text came out: the held tokens were its text, unless this push opened the message
+    // (then they carried what ended the reasoning, and only this push's tokens are the text's).
+    const size_t first = opened_message && !tokens.empty() ? pending_.size() - tokens.size() : 0;
+    const json entries = render_(std::vector<TokenLogprobs>(pending_.begin() + static_cast<std::ptrdiff_t>(first), pending_.end()));
+    for (const json& x : entries) message_logprobs_.push_back(x);
+    out[last_text_delta]["logprobs"] = entries;
+    pending_.clear();
+  } else if (other) {
+    pending_.clear();  // reasoning, a tag or a call: not the message's
   }
   return out;
 }
@@ -344,6 +390,7 @@ ResponseShape shape_of(const json& body, const ServerState& st) {
             {"text", {{"format", {{"type", "text"}}}}},
             {"tool_choice", value("tool_choice", "auto")},
             {"tools", value("tools", json::array())},
+            {"top_logprobs", value("top_logprobs", 0)},
             {"top_p", value("top_p", st.defaults.sampling.top_p)},
             {"truncation", "disabled"}};
   return s;
@@ -371,15 +418,18 @@ json final_object(const ResponseShape& shape, const ResponsesOutput& out, const 
 // response.completed (or .incomplete); every event numbered by sequence_number.
 class ResponsesWriter : public StreamWriter {
  public:
-  ResponsesWriter(ResponseShape shape, std::unique_ptr<ChatOutput> chat, const Engine& engine)
-      : shape_(std::move(shape)), chat_(std::move(chat)), engine_(engine) {}
+  ResponsesWriter(ResponseShape shape, std::unique_ptr<ChatOutput> chat, const Engine& engine, ResponsesOutput::RenderLogprobs lp)
+      : shape_(std::move(shape)), chat_(std::move(chat)), engine_(engine), out_(std::move(lp)) {}
 
   std::string start(const Job&) override {
     const json snapshot = shape_.object("in_progress", json::array());
     std::string data = frame({{"type", "response.created"}, {"response", snapshot}});  // numbered in order: two statements
     return data + frame({{"type", "response.in_progress"}, {"response", snapshot}});
   }
-  std::string event(const Event& ev) override { return ev.text.empty() ? std::string() : frames(out_.push(chat_->push_events(ev.text))); }
+  std::string event(const Event& ev) override {
+    if (ev.text.empty() && ev.logprobs.empty()) return {};
+    return frames(out_.push(ev.text.empty() ? std::vector<chat::StreamEvent>() : chat_->push_events(ev.text), ev.logprobs));
+  }
   std::string finish(const Event& last, const Job& job) override {
     std::string data = frames(out_.push(chat_->finish_events()));
     data += frames(out_.finish());
@@ -422,11 +472,17 @@ void handle_responses(ServerState& st, const httplib::Request& req, httplib::Res
   cj.output.parser.id_prefix = "call_";
   auto chat = std::make_unique<ChatOutput>(std::move(cj.output));
   ResponseShape shape = shape_of(body, st);
-  if (r.stream) return start_stream(req, res, cj.job, std::make_unique<ResponsesWriter>(std::move(shape), std::move(chat), *st.engine));
-  const std::optional<Collected> c = collect(*cj.job, req, res);
+  ResponsesOutput::RenderLogprobs lp;
+  if (r.gen.logprobs >= 0) lp = [&engine = *st.engine](const std::vector<TokenLogprobs>& t) { return chat_logprobs_content(engine, t); };
+  if (r.stream)
+    return start_stream(req, res, cj.job, std::make_unique<ResponsesWriter>(std::move(shape), std::move(chat), *st.engine, std::move(lp)));
+  ResponsesOutput out(std::move(lp));
+  // Fed event by event, as the stream is: with logprobs, each token's entry follows its text.
+  const std::optional<Collected> c = collect(*cj.job, req, res, [&](const Event& ev) {
+    if (!ev.text.empty() || !ev.logprobs.empty())
+      out.push(ev.text.empty() ? std::vector<chat::StreamEvent>() : chat->push_events(ev.text), ev.logprobs);
+  });
   if (!c) return;
-  ResponsesOutput out;
-  out.push(chat->push_events(c->text));
   out.push(chat->finish_events());
   out.finish();
   res.set_content(dump(final_object(shape, out, c->last, *cj.job, *st.engine)), "application/json");

@@ -3,6 +3,7 @@
 // content blocks, with the stream events that build them adding up to the same output for any split.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,100 @@ TEST(ServerResponsesApi, OutputItemsAndTheirEventsForAnySplit) {
     }
     EXPECT_EQ(out.items()[2]["arguments"], items[2]["arguments"]) << "step " << step;
   }
+}
+
+// Model text cut into token-like pieces: a tag whole, a run of letters, any other byte alone.
+std::vector<std::string> pieces(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < text.size();) {
+    size_t j = i + 1;
+    if (text[i] == '<' && text.find('>', i) != std::string::npos) j = text.find('>', i) + 1;
+    else if (std::isalpha(static_cast<unsigned char>(text[i])))
+      while (j < text.size() && std::isalpha(static_cast<unsigned char>(text[j]))) ++j;
+    out.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+// Feeds `text` piece by piece, each with its token's entry (token id = piece index), as the
+// engine's events are; the renderer writes each entry as its piece.
+std::vector<json> shape_tokens(ResponsesOutput& out, const std::string& text, ChatOutputOptions opts) {
+  ChatOutput chat(std::move(opts));
+  std::vector<json> evs;
+  auto add = [&](std::vector<json> more) { evs.insert(evs.end(), more.begin(), more.end()); };
+  const std::vector<std::string> p = pieces(text);
+  for (size_t i = 0; i < p.size(); ++i)
+    add(out.push(chat.push_events(p[i]), {TokenLogprobs{static_cast<int32_t>(i), -0.5, {}}}));
+  add(out.push(chat.finish_events()));
+  add(out.finish());
+  return evs;
+}
+
+std::string entry_text(const json& entries) {
+  std::string s;
+  for (const json& e : entries) s += e["token"].get<std::string>();
+  return s;
+}
+
+TEST(ServerResponsesApi, MessageLogprobsAreTheTokensOfItsText) {
+  const std::vector<std::string> p = pieces(kOutput);
+  ResponsesOutput::RenderLogprobs render = [&](const std::vector<TokenLogprobs>& t) {
+    json a = json::array();
+    for (const TokenLogprobs& x : t) a.push_back({{"token", p.at(static_cast<size_t>(x.token))}, {"logprob", x.logprob}});
+    return a;
+  };
+  ResponsesOutput out(render);
+  const std::vector<json> evs = shape_tokens(out, kOutput, options());
+  const json& msg = out.items()[1];
+  ASSERT_EQ(msg["type"], "message");
+  // Not the tokens of the reasoning, of </think> or the blank line after it, nor of the tool calls
+  // (the blank line before <tool_call> included): exactly the text's.
+  EXPECT_EQ(entry_text(msg["content"][0]["logprobs"]), "Let me check.");
+  std::string deltas;
+  for (const json& e : evs)
+    if (e["type"] == "response.output_text.delta") {
+      EXPECT_EQ(entry_text(e["logprobs"]), e["delta"].get<std::string>()) << "each delta carries its own tokens";
+      deltas += entry_text(e["logprobs"]);
+    }
+  EXPECT_EQ(deltas, "Let me check.");
+  for (const json& e : evs)
+    if (e["type"] == "response.output_text.done") EXPECT_EQ(e["logprobs"], msg["content"][0]["logprobs"]);
+
+  // Text the parser held back (a '<' that might open a tag) joins the message when it turns out to be text.
+  ChatOutputOptions plain;
+  plain.parser.thinking_open = false;
+  const std::string text = "if x <y then";
+  const std::vector<std::string> q = pieces(text);
+  ResponsesOutput held([&](const std::vector<TokenLogprobs>& t) {
+    json a = json::array();
+    for (const TokenLogprobs& x : t) a.push_back({{"token", q.at(static_cast<size_t>(x.token))}});
+    return a;
+  });
+  shape_tokens(held, text, plain);
+  EXPECT_EQ(held.items()[0]["content"][0]["text"], text);
+  EXPECT_EQ(entry_text(held.items()[0]["content"][0]["logprobs"]), text);
+
+  // Without a renderer: no entries.
+  ResponsesOutput none;
+  shape_tokens(none, kOutput, options());
+  EXPECT_EQ(none.items()[1]["content"][0]["logprobs"], json::array());
+}
+
+TEST(ServerResponsesApi, LogprobsAskedByIncludeOrTopLogprobs) {
+  const json on = responses_to_chat(json::parse(R"({"input":"hi","include":["message.output_text.logprobs"]})"));
+  EXPECT_EQ(on["logprobs"], true);
+  EXPECT_EQ(on["top_logprobs"], 0);
+  const json top = responses_to_chat(json::parse(R"({"input":"hi","top_logprobs":3,"include":["reasoning.encrypted_content"]})"));
+  EXPECT_EQ(top["logprobs"], true);
+  EXPECT_EQ(top["top_logprobs"], 3);
+  EXPECT_EQ(parse_chat_request(top, RequestDefaults{}).gen.logprobs, 3);
+  const json off = responses_to_chat(json::parse(R"({"input":"hi","top_logprobs":0,"include":["reasoning.encrypted_content"]})"));
+  EXPECT_FALSE(off.contains("logprobs"));
+  EXPECT_EQ(parse_chat_request(off, RequestDefaults{}).gen.logprobs, -1);
+  for (const char* body : {R"({"input":"hi","top_logprobs":21})", R"({"input":"hi","top_logprobs":-1})", R"({"input":"hi","top_logprobs":"3"})",
+                           R"({"input":"hi","include":"message.output_text.logprobs"})", R"({"input":"hi","include":[1]})"})
+    EXPECT_THROW(responses_to_chat(json::parse(body)), ApiError) << body;
 }
 
 TEST(ServerMessagesApi, ContentBlocksBecomeChatMessages) {

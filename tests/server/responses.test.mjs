@@ -154,6 +154,39 @@ test('decoding modes per request through the clover extension', async () => {
   }
 });
 
+test('logprobs: include message.output_text.logprobs gives the message text\'s tokens, plain and streamed', async () => {
+  const body = { model: MODEL, input: QUESTION, max_output_tokens: 96, temperature: 0,
+    include: ['message.output_text.logprobs'], top_logprobs: 2 };
+  const r = await oai.responses.create(body);
+  assert.equal(r.top_logprobs, 2);
+  const part = texts(r, 'message')[0].content[0];
+  assert.ok(part.logprobs.length > 0);
+  for (const e of part.logprobs) {
+    assert.equal(typeof e.token, 'string');
+    assert.ok(e.logprob <= 0 && Array.isArray(e.bytes));
+    assert.equal(e.top_logprobs.length, 2);
+    assert.equal(e.top_logprobs[0].token, e.token, 'greedy: the chosen token is the best alternative');
+  }
+  // The entries are the text's tokens (not the reasoning's: far fewer than the output tokens).
+  assert.equal(part.logprobs.map((e) => e.token).join('').trim(), part.text.trim());
+  assert.ok(part.logprobs.length < r.usage.output_tokens - r.usage.output_tokens_details.reasoning_tokens + 2);
+
+  // Streamed: the deltas carry the same entries, and the done events repeat them whole.
+  const stream = await oai.responses.create({ ...body, stream: true });
+  const fromDeltas = [];
+  let done = null;
+  for await (const ev of stream) {
+    if (ev.type === 'response.output_text.delta') fromDeltas.push(...ev.logprobs);
+    if (ev.type === 'response.output_text.done') done = ev.logprobs;
+  }
+  assert.deepEqual(fromDeltas.map((e) => [e.token, e.logprob]), part.logprobs.map((e) => [e.token, e.logprob]));
+  assert.deepEqual(done, fromDeltas);
+
+  // Without the include or top_logprobs: none.
+  const plain = await oai.responses.create({ model: MODEL, input: QUESTION, max_output_tokens: 96, temperature: 0 });
+  assert.deepEqual(texts(plain, 'message')[0].content[0].logprobs, []);
+});
+
 test('refusals: previous_response_id, stateful and non-text inputs, other tool types, a bad field', async () => {
   const bad = async (body, re) => {
     const { status, json } = await post('/v1/responses', { model: MODEL, ...body });
