@@ -414,6 +414,13 @@ json final_object(const ResponseShape& shape, const ResponsesOutput& out, const 
   return r;
 }
 
+// One engine event through the chat layer into `out`, streamed or collected alike (an event may
+// carry a token whose text is still held back: its entry goes in without text).
+std::vector<json> push_event(ResponsesOutput& out, ChatOutput& chat, const Event& ev) {
+  if (ev.text.empty() && ev.logprobs.empty()) return {};
+  return out.push(ev.text.empty() ? std::vector<chat::StreamEvent>() : chat.push_events(ev.text), ev.logprobs);
+}
+
 // The typed SSE stream: response.created and .in_progress, the items' events, then
 // response.completed (or .incomplete); every event numbered by sequence_number.
 class ResponsesWriter : public StreamWriter {
@@ -426,10 +433,7 @@ class ResponsesWriter : public StreamWriter {
     std::string data = frame({{"type", "response.created"}, {"response", snapshot}});  // numbered in order: two statements
     return data + frame({{"type", "response.in_progress"}, {"response", snapshot}});
   }
-  std::string event(const Event& ev) override {
-    if (ev.text.empty() && ev.logprobs.empty()) return {};
-    return frames(out_.push(ev.text.empty() ? std::vector<chat::StreamEvent>() : chat_->push_events(ev.text), ev.logprobs));
-  }
+  std::string event(const Event& ev) override { return frames(push_event(out_, *chat_, ev)); }
   std::string finish(const Event& last, const Job& job) override {
     std::string data = frames(out_.push(chat_->finish_events()));
     data += frames(out_.finish());
@@ -478,10 +482,7 @@ void handle_responses(ServerState& st, const httplib::Request& req, httplib::Res
     return start_stream(req, res, cj.job, std::make_unique<ResponsesWriter>(std::move(shape), std::move(chat), *st.engine, std::move(lp)));
   ResponsesOutput out(std::move(lp));
   // Fed event by event, as the stream is: with logprobs, each token's entry follows its text.
-  const std::optional<Collected> c = collect(*cj.job, req, res, [&](const Event& ev) {
-    if (!ev.text.empty() || !ev.logprobs.empty())
-      out.push(ev.text.empty() ? std::vector<chat::StreamEvent>() : chat->push_events(ev.text), ev.logprobs);
-  });
+  const std::optional<Collected> c = collect(*cj.job, req, res, [&](const Event& ev) { push_event(out, *chat, ev); });
   if (!c) return;
   out.push(chat->finish_events());
   out.finish();
