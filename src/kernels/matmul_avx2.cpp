@@ -17,6 +17,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/prefetch.h"
 
 namespace clover::kernels::detail {
 namespace {
@@ -30,12 +31,8 @@ constexpr size_t kPrefetchLead = 2048;  // bytes into the next tile the prefetch
 // The tile loops over NW / NA must become straight-line code with the accumulators in registers.
 #define CLOVER_UNROLL _Pragma("GCC unroll 16")
 
-// Prefetch stream over the next tile's weights, as in matmul_avx512.cpp.
-template <int64_t Bytes>
-CLOVER_INLINE void prefetch_span(const uint8_t* p) {
-  CLOVER_UNROLL
-  for (int64_t l = 0; l < Bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
-}
+// Prefetch stream over the next tile's weights, as in matmul_avx512.cpp, into L1: on the Zen 4
+// of session 18, L2 (kernels/prefetch.h) did not help these kernels.
 
 // An fp16 scale converted and broadcast to 8 lanes.
 CLOVER_INLINE __m256 broadcast_fp16(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
@@ -62,7 +59,7 @@ void tile_quant(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, 
   const int64_t nb = cols / kQK;
   for (int64_t b = 0; b < nb; ++b) {
     if (b % 2 == 0) {
-      prefetch_span<kPfStep>(pf);
+      prefetch_span<kPfStep, Hint::L1>(pf);
       pf += kPfStep;
     }
     // Per activation row: its block, scale and (Q4_0) 8 * sum(a) per lane. Weight rows outer,
@@ -148,7 +145,7 @@ void tile_float(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, 
     CLOVER_UNROLL
     for (int r = 0; r < NA; ++r) acc[i][r] = _mm256_setzero_ps();
   for (int64_t k = 0; k < cols; k += 8, pf += kTileStepBytes) {
-    prefetch_span<kTileStepBytes>(pf);
+    prefetch_span<kTileStepBytes, Hint::L1>(pf);
     const int64_t n = cols - k;
     __m256 wv[NW];
     CLOVER_UNROLL

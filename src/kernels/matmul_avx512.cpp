@@ -17,6 +17,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/prefetch.h"
 
 namespace clover::kernels::detail {
 namespace {
@@ -31,14 +32,9 @@ constexpr size_t kPrefetchLead = 2048;  // bytes into the next tile the prefetch
 
 // Software prefetch for decoding, where weights stream from DRAM: while a tile of kNW rows is
 // computed, the next tile (the next kNW rows, contiguous in a weight matrix) is fetched at the
-// same pace, a little ahead. With the hardware prefetchers alone (they stop at 4 KiB pages) a
-// single thread reached ~70% of the bandwidth of a plain streaming read, with this ~90%.
-// Prefetches never fault, so running past the end of the matrix is harmless.
-template <int64_t Bytes>
-CLOVER_INLINE void prefetch_span(const uint8_t* p) {
-  CLOVER_UNROLL
-  for (int64_t l = 0; l < Bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
-}
+// same pace, a little ahead (kernels/prefetch.h: into L2, except Q8_0's). With the hardware
+// prefetchers alone (they stop at 4 KiB pages) a single thread reached ~70% of the bandwidth of a
+// plain streaming read.
 
 // Float weights. F32 and F16: 16 values per step, fma. BF16: 32 values per step, vdpbf16ps.
 template <DType T>
@@ -79,7 +75,7 @@ void tile_float(const uint8_t* const* w, const uint8_t* const* a, int64_t cols, 
     for (int r = 0; r < NA; ++r) acc[i][r] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + kStep <= cols; k += kStep, pf += kTileStepBytes) {
-    prefetch_span<kTileStepBytes>(pf);
+    prefetch_span<kTileStepBytes, Hint::L2>(pf);
     __m512 wv[NW];
     CLOVER_UNROLL
     for (int i = 0; i < NW; ++i) wv[i] = load_f<T>(w[i], k, kStep);
@@ -202,7 +198,7 @@ void tile_q8_lanes8(const BlockQ8_0* const* w, const BlockQ8_0* const* a, int64_
     for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b, pf += NW * sizeof(BlockQ8_0)) {
-    prefetch_span<NW * sizeof(BlockQ8_0)>(pf);
+    prefetch_span<NW * sizeof(BlockQ8_0), Hint::L1>(pf);
     Q8Pair p[NP];
     CLOVER_UNROLL
     for (int j = 0; j < NP; ++j) p[j] = q8_pair(a[2 * j][b], a[2 * j + 1][b]);
@@ -341,7 +337,7 @@ void tile_q4_0_blocks(const Q4Rows& w, const BlockQ8_0* const* a, const int32_t*
   CLOVER_UNROLL
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, pf += 16 * sizeof(BlockQ4_0)) {
-    prefetch_span<16 * sizeof(BlockQ4_0)>(pf);
+    prefetch_span<16 * sizeof(BlockQ4_0), Hint::L2>(pf);
     const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_0);
     __m512i y[4], d = _mm512_setzero_si512();
     CLOVER_UNROLL
@@ -377,7 +373,7 @@ void tile_q4_0_x16(const uint8_t* tile, const BlockQ8_0* const* a, const int32_t
   CLOVER_UNROLL
   for (int r = 0; r < NA; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, pf += 16 * sizeof(BlockQ4_0)) {
-    prefetch_span<16 * sizeof(BlockQ4_0)>(pf);
+    prefetch_span<16 * sizeof(BlockQ4_0), Hint::L2>(pf);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * 32)));
     const uint8_t* q = qs + b * 256;
     const __m512i z[4] = {_mm512_loadu_si512(q), _mm512_loadu_si512(q + 64), _mm512_loadu_si512(q + 128),

@@ -32,6 +32,7 @@
 #include "kernels/kquant.h"
 #include "kernels/legacy_quant.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/prefetch.h"
 
 namespace clover::kernels::detail {
 namespace {
@@ -40,12 +41,6 @@ namespace {
 #define CLOVER_UNROLL _Pragma("GCC unroll 16")
 
 typedef int32_t unaligned_i32 __attribute__((aligned(1), may_alias));
-
-template <int64_t Bytes>
-CLOVER_INLINE void prefetch_span(const uint8_t* p) {
-  CLOVER_UNROLL
-  for (int64_t l = 0; l < Bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
-}
 
 // hsum_float_8: lanes l + 4, then (0 + 2) + (1 + 3).
 CLOVER_INLINE float hsum8(__m256 v) {
@@ -265,7 +260,7 @@ void q4_k_tile16_one(const uint8_t* const* rows, const BlockQ8_K* a, int64_t nb,
                      const uint8_t* pf) {
   __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, pf += 16 * sizeof(BlockQ4_K)) {
-    prefetch_span<16 * sizeof(BlockQ4_K)>(pf);
+    prefetch_span<16 * sizeof(BlockQ4_K), Hint::L2>(pf);
     const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_K);
     Q4KTileHeader t;
     unpack_q4_k_header(rows, off, t);
@@ -382,7 +377,7 @@ void tile16(const uint8_t* const* rows, const BlockQ8_K* const* a, int64_t nb, i
   CLOVER_UNROLL
   for (int r = 0; r < NA; ++r) acc[r] = accm[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, pf += 16 * K::kBlock) {
-    prefetch_span<16 * K::kBlock>(pf);
+    prefetch_span<16 * K::kBlock, Hint::L2>(pf);
     K::unpack(rows, static_cast<size_t>(b) * K::kBlock, t);
     K::template block<NA>(t, a, b, group, acc, accm);
   }
@@ -805,11 +800,13 @@ void run_rows(const MatmulCall& c) {
       a[r] = static_cast<const BlockQ8_K*>(c.acts->row(c.act_index(p0 + r)));
       out[r] = c.y + (p0 + r) * c.ldy;
     }
+    // A later row streams in while this one computes (decoding reads weights from DRAM): the one
+    // at least K::kLeadBytes ahead (the next row when 0).
+    const size_t stride = c.w->row_stride;
+    const size_t ahead = std::max<size_t>(1, (K::kLeadBytes + stride - 1) / stride) * stride;
     for (int64_t o = c.o_begin; o < c.o_end; ++o) {
-      const uint8_t* wrow = wbase + static_cast<size_t>(o) * c.w->row_stride;
-      // The next row streams in while this one computes (decoding reads weights from DRAM).
-      for (size_t l = 0; l < c.w->row_stride; l += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(wrow + c.w->row_stride + l), _MM_HINT_T0);
+      const uint8_t* wrow = wbase + static_cast<size_t>(o) * stride;
+      prefetch_bytes<K::kHint>(wrow + ahead, stride);
       const auto* w = reinterpret_cast<const typename K::Block*>(wrow);
       switch (na) {
         case 3: K::template rows<3>(w, a, nb, out, o); break;
@@ -819,8 +816,13 @@ void run_rows(const MatmulCall& c) {
     }
   }
 }
+// The prefetch of each (kernels/prefetch.h): Q6_K's rows 12 KiB ahead into L2 (8 rows of a
+// 2048-wide matrix: one thread from memory 0.77 -> 0.90-0.94 of a plain read on a Zen 4), Q5_K's
+// the next row into L1 (its 8 rows ahead into L2 measured worse there).
 struct Q6KRows {
   using Block = BlockQ6_K;
+  static constexpr Hint kHint = Hint::L2;
+  static constexpr size_t kLeadBytes = 12 << 10;
   template <int NA>
   static void rows(const Block* w, const BlockQ8_K* const* a, int64_t nb, float* const* out, int64_t o) {
     q6_k_rows<NA>(w, a, nb, out, o);
@@ -828,6 +830,8 @@ struct Q6KRows {
 };
 struct Q5KRows {
   using Block = BlockQ5_K;
+  static constexpr Hint kHint = Hint::L1;
+  static constexpr size_t kLeadBytes = 0;
   template <int NA>
   static void rows(const Block* w, const BlockQ8_K* const* a, int64_t nb, float* const* out, int64_t o) {
     q5_k_rows<NA>(w, a, nb, out, o);
