@@ -6,60 +6,12 @@
 #include <string_view>
 
 #include "server/api_error.h"
+#include "server/json_fields.h"
 #include "server/json_limits.h"
 
 namespace clover::server {
 
 namespace {
-
-bool present(const json& body, const char* key) { return body.contains(key) && !body.at(key).is_null(); }
-
-const char* type_name(const json& v) { return v.type_name(); }
-
-ApiError wrong_type(const std::string& field, const char* want, const json& got) {
-  return bad_request("'" + field + "' must be " + want + " (got " + type_name(got) + ")", field);
-}
-
-bool get_bool(const json& body, const char* key, bool& out) {
-  if (!present(body, key)) return false;
-  const json& v = body.at(key);
-  if (!v.is_boolean()) throw wrong_type(key, "a boolean", v);
-  out = v.get<bool>();
-  return true;
-}
-
-bool get_number(const json& body, const char* key, float& out, double lo, double hi) {
-  if (!present(body, key)) return false;
-  const json& v = body.at(key);
-  if (!v.is_number()) throw wrong_type(key, "a number", v);
-  const double x = v.get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi)
-    throw bad_request("'" + std::string(key) + "' must be between " + json(lo).dump() + " and " + json(hi).dump() +
-                          " (got " + v.dump() + ")",
-                      key);
-  out = static_cast<float>(x);
-  return true;
-}
-
-bool get_int(const json& body, const char* key, int64_t& out, int64_t lo, int64_t hi) {
-  if (!present(body, key)) return false;
-  const json& v = body.at(key);
-  if (!v.is_number_integer()) throw wrong_type(key, "an integer", v);
-  int64_t x = 0;
-  if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
-    x = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
-                                                                         : static_cast<int64_t>(u);
-  } else {
-    x = v.get<int64_t>();
-  }
-  if (x < lo || x > hi)
-    throw bad_request("'" + std::string(key) + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
-                          " (got " + v.dump() + ")",
-                      key);
-  out = x;
-  return true;
-}
 
 DecodeMode parse_mode(const json& v, const std::string& field) {
   if (!v.is_string()) throw wrong_type(field, "a string", v);

@@ -190,12 +190,7 @@ void apply_logprobs(const json& body, json& chat) {
     }
   }
   int64_t top = 0;
-  if (present(body, "top_logprobs")) {
-    const json& t = body["top_logprobs"];
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > 20)
-      throw bad_request("'top_logprobs' must be an integer from 0 to 20", "top_logprobs");
-    top = t.get<int64_t>();
-  }
+  get_int(body, "top_logprobs", top, 0, 20);
   if (want || top > 0) {
     chat["logprobs"] = true;
     chat["top_logprobs"] = top;
