@@ -415,9 +415,9 @@ void run_q4_0(const MatmulCall& c) {
     const int64_t p1 = std::min(c.n, p0 + panel);
     for (int64_t o = t_begin; o < c.o_end; o += 16) {
       const int64_t rows = std::min<int64_t>(16, c.w->rows - o);  // 8 or 16
-      Q4Rows w{};
+      Q4Rows w{};  // a packed tile is read from row[0] on; row-major rows are gathered from all four
       w.stride = c.w->row_stride;
-      for (int g = 0; g < 4; ++g)
+      for (int g = 0; g < (packed ? 1 : 4); ++g)
         w.row[g] = wbase + static_cast<size_t>(o + (4 * g < rows ? 4 * g : 4 * g - 8)) * c.w->row_stride;
       const uint8_t* pf = wbase + static_cast<size_t>(o + 16) * c.w->row_stride + kPrefetchLead;
       const bool whole = rows == 16 && o >= c.o_begin && o + 16 <= c.o_end;

@@ -10,11 +10,9 @@
 //                               only a short distance ahead.
 //
 // Each kernel's choice is measured one thread from memory against a plain read alternated call by
-// call (kernels_bench `paired/...`; ratio = the kernel's GB/s over the read's), on an AMD Zen 4
-// (docs/benchmarks.md, session 18): Q4_0 row-major 0.52 -> 0.71, Q4_0x16 0.73 -> 0.80, Q4_K 0.28
-// -> 0.75, IQ4_XS 0.24 -> 0.56-0.69, F32 0.73 -> 0.93-1.0, F16 0.69-0.78 -> 0.81-0.85, BF16 0.82
-// -> 0.86-0.95, Q6_K (rows, 12 KiB ahead) 0.77 -> 0.90-0.94 with L2; Q8_0 (0.73-0.78 -> 0.66) and
-// Q5_K (rows, 0.72-0.77 -> 0.65-0.73) are better with L1, and so are the AVX2 kernels.
+// call (kernels_bench `paired/...`); docs/benchmarks.md ("session 18: software prefetch into L2")
+// has the ratios. The AVX-512 kernels use L2, except Q8_0 and the Q5_K rows, which measured better
+// with L1, as did the AVX2 kernels.
 #pragma once
 #include <cstddef>
 #include <cstdint>
