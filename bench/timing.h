@@ -1,6 +1,6 @@
 // Timing helpers shared by the plain C++ benchmarks in bench/.
 #pragma once
-#include <sys/mman.h>
+#include "runtime/huge_pages.h"
 
 #include <algorithm>
 #include <chrono>
@@ -28,32 +28,23 @@ inline double cpu_now(clockid_t clock = CLOCK_PROCESS_CPUTIME_ID) {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// Zeroed anonymous memory advised for transparent huge pages (MADV_HUGEPAGE, 2 MiB aligned), as
-// the engine holds the weights under --no-mmap: a buffer of 4 KiB pages (std::vector's, where THP
-// is "madvise") streams measurably slower from DRAM (TLB misses), which would understate the
-// roofline. Throws std::bad_alloc.
+// Zeroed anonymous memory in transparent huge pages (runtime/huge_pages.h), as the engine holds
+// the weights under --no-mmap: a buffer of 4 KiB pages (std::vector's, where THP is "madvise")
+// streams measurably slower from DRAM (TLB misses), which would understate the roofline. Throws
+// std::bad_alloc.
 class HugeBuffer {
  public:
-  explicit HugeBuffer(size_t bytes) : size_(bytes) {
-    constexpr size_t kHuge = size_t{2} << 20;
-    map_size_ = bytes + kHuge;
-    void* p = mmap(nullptr, map_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    map_ = p;
-    data_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
-#ifdef MADV_HUGEPAGE
-    madvise(data_, bytes, MADV_HUGEPAGE);
-#endif
+  explicit HugeBuffer(size_t bytes) : size_(bytes), data_(static_cast<uint8_t*>(runtime::map_huge(bytes))) {
+    if (!data_) throw std::bad_alloc();
   }
-  ~HugeBuffer() { munmap(map_, map_size_); }
+  ~HugeBuffer() { runtime::unmap_huge(data_, size_); }
   HugeBuffer(const HugeBuffer&) = delete;
   HugeBuffer& operator=(const HugeBuffer&) = delete;
   uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
 
  private:
-  size_t size_, map_size_;
-  void* map_;
+  size_t size_;
   uint8_t* data_;
 };
 

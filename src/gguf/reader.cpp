@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "gguf/format.h"
+#include "runtime/huge_pages.h"
 
 namespace clover::gguf {
 
@@ -310,14 +311,9 @@ std::unique_ptr<Reader> Reader::open(const std::string& path, const OpenOptions&
 // dropped once it is copied (the file would otherwise be held twice). The tensors' pointers move
 // to the copy; the mapping and the descriptor are released.
 void Reader::read_into_memory(const OpenOptions& opts) {
-  constexpr uint64_t kHuge = uint64_t{2} << 20, kStep = uint64_t{64} << 20;
-  const uint64_t want = size_ + kHuge;  // room to start the copy on a huge-page boundary
-  void* mem = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (mem == MAP_FAILED) throw GgufError(path_ + ": cannot allocate " + std::to_string(size_ >> 20) + " MiB to read the file into (--no-mmap): " + std::strerror(errno));
-  uint8_t* copy = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem) + kHuge - 1) / kHuge * kHuge);
-#ifdef MADV_HUGEPAGE
-  madvise(copy, size_, MADV_HUGEPAGE);
-#endif
+  constexpr uint64_t kStep = uint64_t{64} << 20;
+  auto* copy = static_cast<uint8_t*>(runtime::map_huge(size_, /*noreserve=*/true));  // runtime/huge_pages.h
+  if (!copy) throw GgufError(path_ + ": cannot allocate " + std::to_string(size_ >> 20) + " MiB to read the file into (--no-mmap): " + std::strerror(errno));
   posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   uint64_t done = 0;
   while (done < size_) {
@@ -328,7 +324,7 @@ void Reader::read_into_memory(const OpenOptions& opts) {
       if (k < 0 && errno == EINTR) continue;
       if (k <= 0) {
         const std::string why = k < 0 ? std::strerror(errno) : "the file ended early (truncated while it was read?)";
-        munmap(mem, want);
+        runtime::unmap_huge(copy, size_);
         throw GgufError(path_ + ": reading the file into memory failed at byte " + std::to_string(done + got) + ": " + why);
       }
       got += static_cast<uint64_t>(k);
@@ -337,14 +333,14 @@ void Reader::read_into_memory(const OpenOptions& opts) {
     done += n;
     if (opts.on_read) opts.on_read(done, size_);
   }
-  mprotect(mem, want, PROT_READ);  // the weights are read-only, as when mapped
+  mprotect(copy, runtime::huge_page_round(size_), PROT_READ);  // the weights are read-only, as when mapped
   for (TensorInfo& t : tensors_) t.data = copy + (t.data - base_);
   munmap(region_, region_size_);
   ::close(fd_);
   fd_ = -1;
   base_ = copy;
-  region_ = mem;
-  region_size_ = want;
+  region_ = copy;
+  region_size_ = runtime::huge_page_round(size_);
   mapped_ = false;
 }
 

@@ -11,6 +11,7 @@
 #include "backend/executor.h"
 #include "kernels/attention.h"
 #include "model/hparams.h"
+#include "runtime/huge_pages.h"
 
 namespace clover::backend::cpu {
 
@@ -31,7 +32,9 @@ class KvBuffer {
 
 struct GdnLayerState {
   std::vector<float> conv_window;  // [K-1][qkv channels], oldest first (pre-conv inputs)
-  std::vector<float> ssm;          // [H_v][d_v][d_k]: ssm[h][j][i] = S_h[i][j] (rows contiguous for S^T x)
+  // [H_v][d_v][d_k]: ssm[h][j][i] = S_h[i][j] (rows contiguous for S^T x). Every step sweeps it whole:
+  // huge pages where the kernel grants them (runtime/huge_pages.h).
+  runtime::HugePageVector<float> ssm;
 };
 
 // The recurrent state of every GDN layer and the sequence length it belongs to.
