@@ -1,7 +1,10 @@
 // The CPU side of a hybrid pass (docs/placement.md): the CPU expert runner alone on one layer of
 // the Clover-35B-A3B's routed experts (256 experts of gate/up 512 x 2048 and down 2048 x 512,
 // Q4_0, 8 experts per token), at a batch of 1 and of 32 tokens, against the machine's memory
-// bandwidth (a plain streaming read over 1 GiB). Prints markdown rows for docs/benchmarks.md.
+// bandwidth (a plain streaming read over 1 GiB) and, pass by pass, against a plain read of the
+// very bytes the pass read (the same experts, split over the same threads, alternated with the
+// runner so that both see the same memory: on a machine whose bandwidth changes from minute to
+// minute this ratio is the one to compare). Prints markdown rows for docs/benchmarks.md.
 //
 // usage: expert_runner_bench [-t THREADS] [--reps R] [--type 0|1 (Q4_0|Q8_0)] [--repack 0|1 (Q4_0 in the
 //        AVX-512 kernel's layout, as the engine repacks it under --no-mmap)]
@@ -82,6 +85,20 @@ double read_bandwidth(ThreadPool& pool, int reps) {
   return (1ull << 30) / *std::min_element(t.begin(), t.end()) / 1e9;  // the best run: the machine's peak
 }
 
+// A plain read of the bytes a pass's experts hold (each matrix in two halves, the tasks shared
+// out over the pool's threads as the runner's are), for the "of a plain read" column.
+void plain_read(ThreadPool& pool, const std::vector<backend::cpu::ExpertWork>& works, size_t each) {
+  std::vector<const uint8_t*> halves;
+  for (const auto& w : works)
+    for (const kernels::MatRef* m : {&w.gate, &w.up, &w.down})
+      for (int h = 0; h < 2; ++h) halves.push_back(static_cast<const uint8_t*>(m->data) + h * (each / 2));
+  const size_t bytes = each / 2 / 256 * 256;  // whole steps of the read's loop
+  static std::vector<uint64_t> sink(static_cast<size_t>(pool.size()) * 8);
+  pool.parallel_for_on(static_cast<int64_t>(halves.size()), 1, [&](int thread, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sink[static_cast<size_t>(thread) * 8] += bench::read_stream(halves[i], bytes);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,19 +118,21 @@ int main(int argc, char** argv) {
   std::printf("CPU expert runner, one layer of clover-35b experts (%s%s, %d experts of %d x %d, %d per token), %d threads; "
               "memory read bandwidth %.1f GB/s\n\n",
               std::string(dtype_name(t)).c_str(), repack == 1 ? " repacked" : "", NE, ff, E, k, threads, bw);
-  std::printf("| tokens | distinct experts / layer | ms / layer | tokens/s, 40 layers of experts in RAM | weights read GB/s | of bandwidth |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+  std::printf("| tokens | distinct experts / layer | ms / layer | tokens/s, 40 layers of experts in RAM | weights read GB/s | of bandwidth "
+              "| of a plain read of the same bytes |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   std::mt19937 rng(7);
   for (int T : {1, 32}) {
     backend::cpu::CpuExpertRunner runner(pool, static_cast<int64_t>(T) * k, E, ff);
     std::vector<float> x(static_cast<size_t>(T) * E);
     std::normal_distribution<float> nd(0.f, 1.f);
     for (auto& v : x) v = nd(rng);
-    std::vector<double> times;
+    std::vector<double> times, reads;
     double distinct_sum = 0;
-    for (int r = 0; r < reps + 2; ++r) {
-      // Route: each token to k distinct random experts; group by expert.
-      std::vector<std::vector<int32_t>> rows(NE);
+    // Route: each token to k distinct random experts; group by expert.
+    std::vector<std::vector<int32_t>> rows(NE);
+    const auto route = [&] {
+      for (auto& r : rows) r.clear();
       for (int tok = 0; tok < T; ++tok) {
         std::vector<int> ids(NE);
         std::iota(ids.begin(), ids.end(), 0);
@@ -129,15 +148,28 @@ int main(int argc, char** argv) {
           works.push_back({gate.at(e), up.at(e), down.at(e), rows[e].data(), static_cast<int32_t>(rows[e].size()), out});
           out += static_cast<int32_t>(rows[e].size());
         }
+      return std::pair{works, out};
+    };
+    for (int r = 0; r < reps + 2; ++r) {
+      const auto [works, out] = route();
       const double t0 = bench::now();
       runner.run(x.data(), T, works, out, ff, nullptr, 0);
-      const double dt = bench::now() - t0;
-      if (r >= 2) times.push_back(dt), distinct_sum += static_cast<double>(works.size());
+      const double t1 = bench::now();
+      // The plain read's pass: the same number of experts, freshly drawn (the runner's are in the cache now).
+      auto [fresh, unused] = route();
+      while (fresh.size() > works.size()) fresh.pop_back();
+      const double t2 = bench::now();
+      plain_read(pool, fresh, gate.each);
+      const double t3 = bench::now();
+      if (r >= 2) {
+        times.push_back(t1 - t0), distinct_sum += static_cast<double>(works.size());
+        reads.push_back((t3 - t2) * static_cast<double>(works.size()) / static_cast<double>(fresh.size()));
+      }
     }
     const double ms = bench::median(times) * 1e3, distinct = distinct_sum / reps;
     const double bytes = distinct * (gate.each + up.each + down.each);
-    std::printf("| %d | %.1f | %.2f | %.1f | %.1f | %.0f %% |\n", T, distinct, ms, T / (40 * ms / 1e3), bytes / (ms / 1e3) / 1e9,
-                100 * bytes / (ms / 1e3) / 1e9 / bw);
+    std::printf("| %d | %.1f | %.2f | %.1f | %.1f | %.0f %% | %.0f %% |\n", T, distinct, ms, T / (40 * ms / 1e3),
+                bytes / (ms / 1e3) / 1e9, 100 * bytes / (ms / 1e3) / 1e9 / bw, 100 * bench::median(reads) * 1e3 / ms);
   }
   return 0;
 }
