@@ -25,14 +25,13 @@ namespace {
 constexpr int kNW = 4;       // weight rows per micro-kernel
 constexpr int kNAQuant = 2;  // activation rows per micro-kernel (16 ymm registers)
 constexpr int kNAFloat = 2;
-constexpr size_t kPrefetchLead = 2048;  // bytes into the next tile the prefetch stream runs ahead
+// The prefetch stream runs this far into the next tile's weights, as in matmul_avx512.cpp, but
+// into L1: on the Zen 4 of session 18, L2 (kernels/prefetch.h) did not help these kernels.
+constexpr size_t kPrefetchLead = 2048;
 
 #define CLOVER_INLINE inline __attribute__((always_inline))
 // The tile loops over NW / NA must become straight-line code with the accumulators in registers.
 #define CLOVER_UNROLL _Pragma("GCC unroll 16")
-
-// Prefetch stream over the next tile's weights, as in matmul_avx512.cpp, into L1: on the Zen 4
-// of session 18, L2 (kernels/prefetch.h) did not help these kernels.
 
 // An fp16 scale converted and broadcast to 8 lanes.
 CLOVER_INLINE __m256 broadcast_fp16(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }

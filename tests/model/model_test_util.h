@@ -34,16 +34,21 @@ inline std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
   return t;
 }
 
-// The mapping of this process that holds p, from /proc/self/maps: "LO-HI PERMS" (e.g. "...-... r--p"),
-// or "" when none does (the tests of the --no-mmap copy's protection).
-inline std::string mapping_of(const void* p) {
+// The mapping of this process that holds p, from /proc/self/maps: its address range ("LO-HI") and
+// its permissions ("r--p", "rw-p"); both empty when none holds p (the tests of the --no-mmap
+// copy's protection).
+struct Mapping {
+  std::string range, perms;
+  std::string access() const { return perms.substr(0, 2); }  // "r-" (read-only) or "rw"
+};
+inline Mapping mapping_of(const void* p) {
   FILE* f = std::fopen("/proc/self/maps", "r");
   unsigned long lo = 0, hi = 0;
   char perms[8] = {};
-  std::string found;
+  Mapping found;
   while (f && std::fscanf(f, "%lx-%lx %7s %*[^\n]", &lo, &hi, perms) == 3) {
     const auto x = reinterpret_cast<unsigned long>(p);
-    if (x >= lo && x < hi) found = std::to_string(lo) + "-" + std::to_string(hi) + " " + perms;
+    if (x >= lo && x < hi) found = {std::to_string(lo) + "-" + std::to_string(hi), perms};
   }
   if (f) std::fclose(f);
   return found;
