@@ -46,6 +46,11 @@ double softmax_exp_row(float* y, const float* x, int64_t n, float max) {
   }
 }
 
+void conv_taps_major(const float* w, int K, int64_t C, float* w_taps) {
+  for (int64_t c = 0; c < C; ++c)
+    for (int j = 0; j < K; ++j) w_taps[j * C + c] = w[c * K + j];
+}
+
 void conv_silu(const float* const* taps, int K, const float* w, int64_t C, int64_t c_begin, int64_t c_end, float* y) {
   switch (isa_active()) {
     case Isa::Avx512: return detail::conv_silu_avx512(taps, K, w, C, c_begin, c_end, y);

@@ -30,14 +30,17 @@ void swiglu_span(float* g, const float* u, int64_t n, int64_t b, int64_t e);
 double softmax_exp_row(float* y, const float* x, int64_t n, float max);
 
 // The causal depthwise conv of a GDN layer followed by silu, for channels [c_begin, c_end) of one
-// position: y[c] = silu(sum_j taps[j][c] * w[c * K + j]), the sum a chain of fused multiply-adds
-// from 0 over j = 0 .. K-1 (ggml's SSM_CONV as GCC contracts it), silu as silu_span over a row of C.
-void conv_silu(const float* const* taps, int K, const float* w, int64_t C, int64_t c_begin, int64_t c_end, float* y);
+// position: y[c] = silu(sum_j taps[j][c] * w_taps[j * C + c]), the sum a chain of fused
+// multiply-adds from 0 over j = 0 .. K-1 (ggml's SSM_CONV as GCC contracts it), silu as silu_span
+// over a row of C. The weights tap-major, [K][C] (conv_taps_major of the file's [C][K]), so that
+// 16 channels' tap j is one load, not a gather.
+void conv_taps_major(const float* w, int K, int64_t C, float* w_taps);
+void conv_silu(const float* const* taps, int K, const float* w_taps, int64_t C, int64_t c_begin, int64_t c_end, float* y);
 
 // Scalar reference twins.
 void silu_span_ref(float* y, const float* x, int64_t n, int64_t b, int64_t e);
 void swiglu_span_ref(float* g, const float* u, int64_t n, int64_t b, int64_t e);
 double softmax_exp_row_ref(float* y, const float* x, int64_t n, float max);
-void conv_silu_ref(const float* const* taps, int K, const float* w, int64_t C, int64_t c_begin, int64_t c_end, float* y);
+void conv_silu_ref(const float* const* taps, int K, const float* w_taps, int64_t C, int64_t c_begin, int64_t c_end, float* y);
 
 }  // namespace clover::kernels

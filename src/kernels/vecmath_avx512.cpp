@@ -75,18 +75,15 @@ double softmax_exp_row_avx512(float* y, const float* x, int64_t n, float max) {
 }
 
 void conv_silu_avx512(const float* const* taps, int K, const float* w, int64_t C, int64_t c_begin, int64_t c_end, float* y) {
-  const __m512i lane_k = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32(K));
   walk(C, c_begin, c_end,
        [&](int64_t c) {
          __m512 acc = _mm512_setzero_ps();
-         for (int j = 0; j < K; ++j)
-           acc = _mm512_fmadd_ps(_mm512_loadu_ps(taps[j] + c), _mm512_i32gather_ps(lane_k, w + c * K + j, 4), acc);
+         for (int j = 0; j < K; ++j) acc = _mm512_fmadd_ps(_mm512_loadu_ps(taps[j] + c), _mm512_loadu_ps(w + j * C + c), acc);
          _mm512_storeu_ps(y + c, silu16(acc));
        },
        [&](int64_t c) {
          float acc = 0.0f;
-         for (int j = 0; j < K; ++j) acc = std::fma(taps[j][c], w[c * K + j], acc);
+         for (int j = 0; j < K; ++j) acc = std::fma(taps[j][c], w[j * C + c], acc);
          y[c] = silu_at(acc, c, C);
        });
 }

@@ -80,11 +80,14 @@ TEST(VecMath, SiluAndSoftmaxFollowTheirFormulas) {
 }
 
 // The causal conv + silu: every ISA against the twin (channel ranges cut inside chunks, a tail of
-// channels past the last chunk), and the twin against the formula.
+// channels past the last chunk), and the twin, given the weights made tap-major, against the
+// formula over the file's layout.
 TEST(VecMath, ConvSiluMatchesTheTwinAndTheFormula) {
   const int K = 4;
   const int64_t C = 100, T = 6;
-  const std::vector<float> in = values(C * (T + K - 1), 4, 1.0f), w = values(C * K, 5, 0.5f);
+  const std::vector<float> in = values(C * (T + K - 1), 4, 1.0f), w = values(C * K, 5, 0.5f);  // the file's [C][K]
+  std::vector<float> w_taps(w.size());
+  conv_taps_major(w.data(), K, C, w_taps.data());  // the kernels' [K][C]
   for (Isa isa : isas()) {
     isa_force(isa);
     for (int64_t t = 0; t < T; ++t) {
@@ -92,8 +95,8 @@ TEST(VecMath, ConvSiluMatchesTheTwinAndTheFormula) {
       for (int j = 0; j < K; ++j) taps[j] = in.data() + (t + j) * C;
       std::vector<float> y(C, 9.0f), yr(C, 9.0f);
       for (auto [b, e] : {std::pair<int64_t, int64_t>{0, C}, {5, 37}, {64, 99}}) {
-        conv_silu(taps, K, w.data(), C, b, e, y.data());
-        conv_silu_ref(taps, K, w.data(), C, b, e, yr.data());
+        conv_silu(taps, K, w_taps.data(), C, b, e, y.data());
+        conv_silu_ref(taps, K, w_taps.data(), C, b, e, yr.data());
       }
       EXPECT_TRUE(same_bits(y, yr)) << isa_name(isa) << " t " << t;
       for (int64_t c = 0; c < C; ++c) {

@@ -68,14 +68,14 @@ inline std::string write_synth(const TempDir& dir, const std::string& name, synt
 // Rewrites `src` into `dst`: edit_kv may change or drop metadata (return false to drop);
 // edit_tensor may rename/reshape/drop tensors (return false to drop). Data bytes are copied.
 struct FileEdit {
-  std::function<bool(std::string& key, gguf::Value& v)> kv;
-  std::function<bool(std::string& name, std::vector<int64_t>& dims)> tensor;
-  std::vector<std::pair<std::string, gguf::Value>> add_kv;
+  std::function<bool(std::string& key, gguf::Value& v)> kv = {};
+  std::function<bool(std::string& name, std::vector<int64_t>& dims)> tensor = {};
+  std::vector<std::pair<std::string, gguf::Value>> add_kv = {};
   struct Extra {
     std::string name;
     std::vector<int64_t> dims;
   };
-  std::vector<Extra> add_f32_tensors;
+  std::vector<Extra> add_f32_tensors = {};
 };
 
 inline void rewrite(const std::string& src, const std::string& dst, const FileEdit& e) {

@@ -10,6 +10,7 @@
 #include "backend/cpu/pass_scratch.h"
 #include "gguf/gguf.h"
 #include "kernels/convert.h"
+#include "kernels/vecmath.h"
 #include "model/ops.h"
 
 namespace clover::backend::cpu {
@@ -61,7 +62,16 @@ CpuExecutor::CpuExecutor(const model::Model& model, const Options& opts)
       pool_(opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
       max_batch_(std::max(1, opts.max_batch)),
       n_layers_(opts.n_layers < 0 ? model.hp().n_layer : std::min(opts.n_layers, model.hp().n_layer)),
-      s_(std::make_unique<Scratch>(hp_, pool_, max_batch_)) {}
+      s_(std::make_unique<Scratch>(hp_, pool_, max_batch_)),
+      conv_taps_(static_cast<size_t>(n_layers_)) {
+  for (int il = 0; il < n_layers_; ++il) {
+    if (!hp_.recurrent[il]) continue;
+    const int K = hp_.conv_kernel;
+    const int64_t C = hp_.gdn_qkv_dim();
+    conv_taps_[il].resize(static_cast<size_t>(K) * C);
+    kernels::conv_taps_major(model.weights().layers[il].gdn.conv1d, K, C, conv_taps_[il].data());
+  }
+}
 
 CpuExecutor::~CpuExecutor() = default;
 

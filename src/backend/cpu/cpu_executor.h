@@ -96,6 +96,9 @@ class CpuExecutor final : public Executor {
   float* hidden_out_ = nullptr;   // run_front: the hidden rows go here instead of the head
   int64_t hidden_row0_ = 0;       // the current chunk's first row in hidden_out_
   std::unique_ptr<Scratch> s_;
+  // Per layer (empty for attention layers): the GDN conv weights tap-major, [K][C], for
+  // kernels::conv_silu (the file holds them [C][K]; 128 KiB a layer at Clover's size).
+  std::vector<std::vector<float>> conv_taps_;
   std::vector<StatsSegment> segments_;  // of the pass running now
   std::vector<std::vector<float>> select_rows_;  // per pass of a stack: logits rows only the selection reads
   std::FILE* routing_trace_ = nullptr;

@@ -77,12 +77,12 @@ void CpuExecutor::gdn_layer(int il, CpuSequence& seq, int T, PassKind kind) {
         const int src = t - (K - 1) + j;  // time index of tap j
         taps[j] = src >= 0 ? s.qkv.row(src) : gs.conv_window.data() + static_cast<size_t>(K - 1 + src) * C;
       }
-      kernels::conv_silu(taps, K, W.conv1d, C, cb, ce, s.conv_out.row(t));
+      kernels::conv_silu(taps, K, conv_taps_[il].data(), C, cb, ce, s.conv_out.row(t));
     }
-    for (int j = 0; j < K - 1; ++j) {
+    for (int j = 0; j < K - 1; ++j) {  // window row j <- input T-(K-1)+j: a later window row, or the batch's
       const int src = T - (K - 1) + j;
-      for (int64_t ch = cb; ch < ce; ++ch)
-        gs.conv_window[static_cast<size_t>(j) * C + ch] = src >= 0 ? s.qkv.row(src)[ch] : gs.conv_window[static_cast<size_t>(K - 1 + src) * C + ch];
+      const float* from = src >= 0 ? s.qkv.row(src) : gs.conv_window.data() + static_cast<size_t>(K - 1 + src) * C;
+      std::copy(from + cb, from + ce, gs.conv_window.data() + static_cast<size_t>(j) * C + cb);
     }
   };
 

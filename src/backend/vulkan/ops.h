@@ -174,7 +174,8 @@ void record_attention(CommandList& cl, Device& dev, const AttentionShape& s, flo
                       const KvCacheView& k, const KvCacheView& v, BufferRange o, DeviceWord n_past,
                       const AttentionSplit* split = nullptr);
 
-// conv_silu.comp (twin: kernels::conv_silu_ref over a run of tokens, as model/gdn.cpp runs it):
+// conv_silu.comp (twin: kernels::conv_silu_ref over a run of tokens, as model/gdn.cpp runs it; w is
+// the file's [C][K], which the twin takes tap-major: kernels::conv_taps_major):
 // y = silu(causal depthwise conv of x), the state [K-1][C] advanced in place.
 void record_conv_silu(CommandList& cl, Device& dev, int64_t channels, int kernel, int64_t tokens, BufferRange x,
                       int64_t x_stride, BufferRange state, BufferRange w, BufferRange y, int64_t y_stride);

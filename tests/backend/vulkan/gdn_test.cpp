@@ -26,7 +26,9 @@ TEST_F(GdnTest, CausalConvMatchesTheReferenceAndAdvancesTheState) {
   const std::vector<float> w = random_floats(static_cast<size_t>(C) * K, 42);
   std::vector<float> state = random_floats(static_cast<size_t>(K - 1) * C, 43);
 
-  // Reference, as model/gdn.cpp builds the taps.
+  // Reference, as model/gdn.cpp builds the taps (the CPU kernel takes the weights tap-major).
+  std::vector<float> w_taps(w.size());
+  kernels::conv_taps_major(w.data(), K, C, w_taps.data());
   std::vector<float> ref(static_cast<size_t>(T) * C), ref_state(state.size());
   for (int t = 0; t < T; ++t) {
     const float* taps[8];
@@ -34,7 +36,7 @@ TEST_F(GdnTest, CausalConvMatchesTheReferenceAndAdvancesTheState) {
       const int src = t - (K - 1) + j;
       taps[j] = src >= 0 ? &x[static_cast<size_t>(src) * stride] : &state[static_cast<size_t>(K - 1 + src) * C];
     }
-    kernels::conv_silu_ref(taps, K, w.data(), C, 0, C, &ref[static_cast<size_t>(t) * C]);
+    kernels::conv_silu_ref(taps, K, w_taps.data(), C, 0, C, &ref[static_cast<size_t>(t) * C]);
   }
   for (int j = 0; j < K - 1; ++j)
     for (int c = 0; c < C; ++c) {
