@@ -21,7 +21,10 @@ namespace clover::runtime {
 
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
-inline size_t huge_page_round(size_t bytes) { return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes; }
+// The length of what map_huge gives for `bytes`: whole huge pages, at least one.
+inline size_t huge_page_round(size_t bytes) {
+  return bytes == 0 ? kHugePageBytes : (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+}
 
 // Private anonymous memory for `bytes` (zero until written; pages appear on first touch), starting
 // on a huge-page boundary, huge_page_round(bytes) long, readable and writable. noreserve: no swap

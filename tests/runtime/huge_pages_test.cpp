@@ -53,6 +53,16 @@ TEST(HugePages, MapHugeGivesWholeAlignedHugePagesAndGivesThemBack) {
   }
 }
 
+TEST(HugePages, MapHugeOfNothingIsStillOneMappedPage) {
+  auto* p = static_cast<uint8_t*>(map_huge(0));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(huge_page_round(0), kHugePageBytes);
+  p[0] = 1;  // mapped, not a pointer into a released range
+  EXPECT_TRUE(mapped(p, kHugePageBytes));
+  unmap_huge(p, 0);
+  EXPECT_FALSE(mapped(p, 4096));
+}
+
 TEST(HugePages, SmallArraysAreOrdinaryAllocations) {
   HugePageVector<float> a(1000, 1.5f);
   HugePageVector<float> b = a;
