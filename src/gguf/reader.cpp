@@ -333,14 +333,15 @@ void Reader::read_into_memory(const OpenOptions& opts) {
     done += n;
     if (opts.on_read) opts.on_read(done, size_);
   }
-  mprotect(copy, runtime::huge_page_round(size_), PROT_READ);  // the weights are read-only, as when mapped
+  const size_t copy_size = runtime::huge_page_round(size_);
+  mprotect(copy, copy_size, PROT_READ);  // the weights are read-only, as when mapped
   for (TensorInfo& t : tensors_) t.data = copy + (t.data - base_);
   munmap(region_, region_size_);
   ::close(fd_);
   fd_ = -1;
   base_ = copy;
   region_ = copy;
-  region_size_ = runtime::huge_page_round(size_);
+  region_size_ = copy_size;
   mapped_ = false;
 }
 

@@ -11,6 +11,8 @@
 #pragma once
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -29,8 +31,13 @@ inline size_t huge_page_round(size_t bytes) {
 // Private anonymous memory for `bytes` (zero until written; pages appear on first touch), starting
 // on a huge-page boundary, huge_page_round(bytes) long, readable and writable. noreserve: no swap
 // space is reserved (MAP_NORESERVE), for copies as large as the machine's memory. nullptr when
-// the kernel refuses (errno says why). Release with unmap_huge(p, bytes).
+// the kernel refuses or the length does not fit in a size_t (errno says why). Release with
+// unmap_huge(p, bytes).
 inline void* map_huge(size_t bytes, bool noreserve = false) {
+  if (bytes > static_cast<size_t>(-1) - 2 * kHugePageBytes) {  // whole + a page of slack would wrap
+    errno = ENOMEM;
+    return nullptr;
+  }
   const size_t whole = huge_page_round(bytes), want = whole + kHugePageBytes;
   void* m = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0), -1, 0);
   if (m == MAP_FAILED) return nullptr;
@@ -57,9 +64,9 @@ struct HugePageAllocator {
   HugePageAllocator(const HugePageAllocator<U>&) {}  // NOLINT: rebinding, as std::allocator
 
   T* allocate(size_t n) {
-    if (n > static_cast<size_t>(-1) / sizeof(T) - kHugePageBytes) throw std::bad_array_new_length();
+    if (n > static_cast<size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
     const size_t bytes = n * sizeof(T);
-    void* p = bytes >= kHugePageBytes ? map_huge(bytes) : std::aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0));
+    void* p = bytes >= kHugePageBytes ? map_huge(bytes) : std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
     if (!p) throw std::bad_alloc();
     return static_cast<T*>(p);
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -61,6 +62,12 @@ TEST(HugePages, MapHugeOfNothingIsStillOneMappedPage) {
   EXPECT_TRUE(mapped(p, kHugePageBytes));
   unmap_huge(p, 0);
   EXPECT_FALSE(mapped(p, 4096));
+}
+
+TEST(HugePages, MapHugeRefusesALengthThatWouldWrap) {
+  errno = 0;
+  EXPECT_EQ(map_huge(static_cast<size_t>(-1) - kHugePageBytes), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
 }
 
 TEST(HugePages, SmallArraysAreOrdinaryAllocations) {
