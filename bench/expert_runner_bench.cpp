@@ -1,17 +1,17 @@
 // The CPU side of a hybrid pass (docs/placement.md): the CPU expert runner alone on one layer of
 // the Clover-35B-A3B's routed experts (256 experts of gate/up 512 x 2048 and down 2048 x 512,
-// Q4_0, 8 experts per token), at a batch of 1 and of 32 tokens, against the machine's memory
+// Q4_0 unless --type says, 8 experts per token), at a batch of 1 and of 32 tokens, against the machine's memory
 // bandwidth (a plain streaming read over 1 GiB) and, pass by pass, against a plain read of the
 // very bytes the pass read (the same experts, split over the same threads, alternated with the
 // runner so that both see the same memory: on a machine whose bandwidth changes from minute to
 // minute this ratio is the one to compare). Prints markdown rows for docs/benchmarks.md.
 //
-// usage: expert_runner_bench [-t THREADS] [--reps R] [--type 0|1 (Q4_0|Q8_0)] [--repack 0|1 (Q4_0 in the
-//        AVX-512 kernel's layout, as the engine repacks it under --no-mmap)]
+// usage: expert_runner_bench [-t THREADS] [--reps R] [--type 0|1|2 (Q4_0|Q8_0|Q4_K)] [--repack 0|1 (Q4_0
+//        or Q4_K in the AVX-512 kernel's layout, as the engine repacks them under --no-mmap)]
 //
 // Each pass routes its tokens to fresh random experts (a uniform router), so the weights come
 // from memory, not from the cache, as in a real pass over 40 layers. The weights a pass reads are
-// the distinct experts routed to times 3 x 589,824 bytes (Q4_0).
+// the distinct experts routed to times 3 x 589,824 bytes (Q4_0; Q4_K 3 x 589,824 too).
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -51,11 +51,12 @@ struct Experts {
     });
   }
   kernels::Layout layout = kernels::Layout::RowMajor;
-  // Every expert rewritten in place in the AVX-512 Q4_0 kernel's layout, as the engine does under
+  // Every expert rewritten in place in the AVX-512 kernel's layout, as the engine does under
   // --no-mmap (kernels/repack.h).
   void repack(int n) {
-    for (int e = 0; e < n; ++e) kernels::repack_q4_0_x16(at(e), bytes.data() + e * each);
-    layout = kernels::Layout::Q4_0x16;
+    const kernels::Layout to = kernels::repack_layout(at(0));
+    for (int e = 0; e < n; ++e) kernels::repack(at(e), bytes.data() + e * each);
+    layout = to;
   }
   kernels::MatRef at(int e) const {
     return {type, bytes.data() + e * each, rows, cols, dtype_row_bytes(type, cols), layout};
@@ -104,11 +105,12 @@ void plain_read(ThreadPool& pool, const std::vector<backend::cpu::ExpertWork>& w
 int main(int argc, char** argv) {
   int threads = 2, reps = 20, type = 0, repack = 0;
   if (!bench::parse_int_flags(argc, argv, 1, {{"-t", &threads}, {"--reps", &reps}, {"--type", &type}, {"--repack", &repack}}) ||
-      (repack == 1 && type == 1)) {
-    std::fprintf(stderr, "usage: %s [-t THREADS] [--reps R] [--type 0|1] [--repack 0|1 (Q4_0 only)]\n", argv[0]);
+      type < 0 || type > 2 || (repack == 1 && type == 1)) {
+    std::fprintf(stderr, "usage: %s [-t THREADS] [--reps R] [--type 0|1|2 (Q4_0|Q8_0|Q4_K)] [--repack 0|1 (Q4_0, Q4_K)]\n",
+                 argv[0]);
     return 2;
   }
-  const DType t = type == 1 ? DType::Q8_0 : DType::Q4_0;
+  const DType t = type == 1 ? DType::Q8_0 : type == 2 ? DType::Q4_K : DType::Q4_0;
   const int NE = 256, k = 8, E = 2048, ff = 512;
   ThreadPool pool(threads);
   const double bw = read_bandwidth(pool, 10);

@@ -70,7 +70,7 @@ MatrixSet& matrices(DType t, int64_t rows, int64_t cols, bool cold, Layout layou
         const int64_t n = std::min(pool_rows, rows - r);
         std::memcpy(set.copies.back().get() + r * stride, pool.data(), n * stride);
       }
-      if (layout == Layout::Q4_0x16) repack_q4_0_x16(MatRef{t, set.copies.back().get(), rows, cols, stride}, set.copies.back().get());
+      if (layout != Layout::RowMajor) repack(MatRef{t, set.copies.back().get(), rows, cols, stride}, set.copies.back().get());
     }
   }
   return set;
@@ -255,24 +255,29 @@ void register_all() {
       }
     }
   }
-  // Q4_0 repacked at load (Q4_0x16, kernels/repack.h): the AVX-512 kernel's own layout.
+  // Repacked at load (kernels/repack.h): Q4_0 as Q4_0x16, Q4_K and IQ4_XS as K4x16, the AVX-512
+  // kernels' own layouts; named "Q4_0x16/...", "Q4_Kx16/..." and "IQ4_XSx16/...".
   if (isa_best() == Isa::Avx512) {
-    for (const Shape& s : shapes) {
-      const bool head = s.rows > 100000;
-      for (bool cold : {true, false}) {
-        if (head && !cold) continue;
-        for (int64_t n : {1, 8, 32}) {
-          if (n > 1 && head) continue;
-          const std::string name = "Q4_0x16/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/n" +
-                                   std::to_string(n) + "/avx512" + (cold ? "/cold" : "/hot");
-          benchmark::RegisterBenchmark(name.c_str(), bm_matmul, DType::Q4_0, s.rows, s.cols, n, Isa::Avx512, cold, Layout::Q4_0x16)
-              ->Unit(benchmark::kMicrosecond)
-              ->UseRealTime();
+    for (const auto& [t, tag] : {std::pair{DType::Q4_0, "Q4_0x16"}, std::pair{DType::Q4_K, "Q4_Kx16"},
+                                 std::pair{DType::IQ4_XS, "IQ4_XSx16"}}) {
+      const Layout layout = t == DType::Q4_0 ? Layout::Q4_0x16 : Layout::K4x16;
+      for (const Shape& s : shapes) {
+        const bool head = s.rows > 100000;
+        if (t != DType::Q4_0 && s.cols % 256 != 0) continue;
+        for (bool cold : {true, false}) {
+          if (head && !cold) continue;
+          for (int64_t n : {1, 8, 32}) {
+            if (n > 1 && head) continue;
+            const std::string name = std::string(tag) + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                                     "/n" + std::to_string(n) + "/avx512" + (cold ? "/cold" : "/hot");
+            benchmark::RegisterBenchmark(name.c_str(), bm_matmul, t, s.rows, s.cols, n, Isa::Avx512, cold, layout)
+                ->Unit(benchmark::kMicrosecond)
+                ->UseRealTime();
+          }
         }
+        const std::string name = "paired/" + std::string(tag) + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/avx512";
+        benchmark::RegisterBenchmark(name.c_str(), bm_paired, t, s.rows, s.cols, Isa::Avx512, layout)->Unit(benchmark::kMicrosecond);
       }
-      const std::string name = "paired/Q4_0x16/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/avx512";
-      benchmark::RegisterBenchmark(name.c_str(), bm_paired, DType::Q4_0, s.rows, s.cols, Isa::Avx512, Layout::Q4_0x16)
-          ->Unit(benchmark::kMicrosecond);
     }
   }
   for (DType t : {DType::Q8_0, DType::F16, DType::BF16}) {

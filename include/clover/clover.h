@@ -88,8 +88,8 @@ struct EngineOptions {
   bool mmap = true;
   bool mlock = false;
   Prefault prefault = Prefault::Background;
-  // On the CPU backend with mmap false, the Q4_0 matrices are rewritten in place at load in the
-  // AVX-512 kernel's layout (same bits out, faster products; docs/loading.md). false
+  // On the CPU backend with mmap false, the Q4_0, Q4_K and IQ4_XS matrices are rewritten in place
+  // at load in the AVX-512 kernels' layouts (same bits out, faster products; docs/loading.md). false
   // (--no-repack): the file's layout. A mapped file is never rewritten.
   bool repack = true;
   // Progress of "read" (mmap false), "repack" and "lock" (mlock) on the loading thread, and of

@@ -206,8 +206,14 @@ void matmul_scalar(const MatmulCall& c) {
 }
 
 void check_call(const MatRef& w, const ActRows& acts, int64_t o_begin, int64_t o_end) {
-  if (w.layout == Layout::Q4_0x16 && (w.type != DType::Q4_0 || w.rows % kQ4Tile != 0))
-    throw std::invalid_argument("matmul: a Q4_0x16 matrix must be Q4_0 with whole 16-row tiles");
+  if (w.layout != Layout::RowMajor) {
+    MatRef rows = w;
+    rows.layout = Layout::RowMajor;
+    if (repack_layout(rows) != w.layout)
+      throw std::invalid_argument(w.layout == Layout::Q4_0x16
+                                      ? "matmul: a Q4_0x16 matrix must be Q4_0 with whole 16-row tiles"
+                                      : "matmul: a K4x16 matrix must be Q4_K or IQ4_XS with whole 16-row tiles");
+  }
   if (acts.type() != activation_type(w.type)) throw std::invalid_argument("matmul: activation type mismatch");
   if (acts.cols() != w.cols) throw std::invalid_argument("matmul: activation cols != weight cols");
   if (o_begin < 0 || o_end > w.rows || o_begin > o_end) throw std::invalid_argument("matmul: bad output row range");
@@ -215,26 +221,27 @@ void check_call(const MatRef& w, const ActRows& acts, int64_t o_begin, int64_t o
 
 // A repacked matrix on a path without a kernel for its layout: each 16-row tile in the call's
 // range unpacked to row-major rows, then the path's row-major kernel on them. (A 16-row matrix
-// takes the same summation order as any Q4_0 matrix of 16-row tiles: the results are the same.)
+// takes the same summation order as any matrix of 16-row tiles of its type, and the call keeps
+// its order: the results are the same.)
 void run_unpacked(const MatmulCall& c, void (*kernel)(const MatmulCall&)) {
   thread_local std::vector<uint8_t> rows;
-  rows.resize(kQ4Tile * c.w->row_stride);
-  for (int64_t t0 = c.o_begin / kQ4Tile * kQ4Tile; t0 < c.o_end; t0 += kQ4Tile) {
-    unpack_rows(*c.w, t0, kQ4Tile, rows.data());
+  rows.resize(kTileRows * c.w->row_stride);
+  for (int64_t t0 = c.o_begin / kTileRows * kTileRows; t0 < c.o_end; t0 += kTileRows) {
+    unpack_rows(*c.w, t0, kTileRows, rows.data());
     MatRef tile = *c.w;
-    tile.data = rows.data(), tile.rows = kQ4Tile, tile.layout = Layout::RowMajor;
+    tile.data = rows.data(), tile.rows = kTileRows, tile.layout = Layout::RowMajor;
     MatmulCall cc = c;
     cc.w = &tile;
     cc.y = c.y + t0;
     cc.o_begin = std::max(c.o_begin, t0) - t0;
-    cc.o_end = std::min(c.o_end, t0 + kQ4Tile) - t0;
+    cc.o_end = std::min(c.o_end, t0 + kTileRows) - t0;
     kernel(cc);
   }
 }
 
 void run(const MatmulCall& c) {
   const Isa isa = isa_active();
-  if (c.w->layout == Layout::Q4_0x16 && isa != Isa::Avx512)
+  if (c.w->layout != Layout::RowMajor && isa != Isa::Avx512)
     return run_unpacked(c, isa == Isa::Avx2 ? detail::matmul_avx2 : matmul_scalar);
   switch (isa) {
     case Isa::Avx512: detail::matmul_avx512(c); break;
@@ -270,7 +277,7 @@ void matmul_selected(const MatRef& w, const ActRows& acts, const int32_t* sel, i
 void matmul_ref(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end) {
   check_call(w, acts, o_begin, o_end);
   const MatmulCall c{&w, &acts, nullptr, acts.rows(), y, ldy, o_begin, o_end};
-  if (w.layout == Layout::Q4_0x16) return run_unpacked(c, matmul_scalar);
+  if (w.layout != Layout::RowMajor) return run_unpacked(c, matmul_scalar);
   matmul_scalar(c);
 }
 

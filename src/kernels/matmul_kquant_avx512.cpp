@@ -14,6 +14,8 @@
 // min_j x activation sums (vpdpwssd on the pairs of sub-blocks) are the exact integers of the
 // twin's group; acc += S x (d_w d_a) and accm += M x (dmin_w d_a) are 16 fused steps at once. No
 // horizontal sum anywhere, and the weight rows are unpacked once for up to kNA activation rows.
+// Weights repacked at load (K4x16, repack.h) hold those transposed vectors already: the tile
+// reads them with plain loads (PackedTile), the same integers and float steps.
 //
 // Q6_K and Q5_K (vec_dot's 8 lanes): one weight row at a time, 64 values per 512-bit step laid
 // out as the activation's bytes (two groups of 32), so the int32 lanes of a step are the quads of
@@ -130,6 +132,31 @@ CLOVER_INLINE void transpose_rows(const uint8_t* const* rows, size_t off, __m512
   transpose16(v);
 }
 
+// Where a 16-row tile's super-blocks are read from. Both give "dword j of super-block b of every
+// row" as a vector (lanes = rows): RowMajorTile transposes the file's rows to get them, PackedTile
+// loads them from a K4x16 tile (repack.h), which stores exactly those vectors.
+template <size_t B>
+struct RowMajorTile {
+  const uint8_t* const* rows;  // the tile's 16 rows
+  CLOVER_INLINE void header(int64_t b, __m512i h[4]) const { transpose_headers(rows, static_cast<size_t>(b) * B, h); }
+  CLOVER_INLINE void dwords16(int64_t b, size_t j0, __m512i v[16]) const {  // dwords j0 .. j0 + 15
+    transpose_rows(rows, static_cast<size_t>(b) * B + 4 * j0, v);
+  }
+};
+template <size_t B>
+struct PackedTile {
+  const uint8_t* tile;  // the tile's first byte
+  CLOVER_INLINE const uint8_t* dword(int64_t b, size_t j) const { return tile + static_cast<size_t>(b) * 16 * B + 64 * j; }
+  CLOVER_INLINE void header(int64_t b, __m512i h[4]) const {
+    CLOVER_UNROLL
+    for (int k = 0; k < 4; ++k) h[k] = _mm512_loadu_si512(dword(b, k));
+  }
+  CLOVER_INLINE void dwords16(int64_t b, size_t j0, __m512i v[16]) const {
+    CLOVER_UNROLL
+    for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(dword(b, j0 + i));
+  }
+};
+
 // A super-block's headers for a 16-row tile: lanes = rows.
 struct Q4KTileHeader {
   __m512i sc[8];  // sub-block scales (int32)
@@ -141,11 +168,12 @@ struct Q4KTileBlock : Q4KTileHeader {
   __m512i lo[4][8], hi[4][8];  // chunk c, qs dword k: values 64c + 4k .. +3 (lo), 64c + 32 + 4k .. +3 (hi)
 };
 
-// rows[r] + off: super-block b of tile row r.
-CLOVER_INLINE void unpack_q4_k_header(const uint8_t* const* rows, size_t off, Q4KTileHeader& t) {
+// Super-block b of the tile's rows.
+template <class Src>
+CLOVER_INLINE void unpack_q4_k_header(const Src& src, int64_t b, Q4KTileHeader& t) {
   // Headers (d, dmin, 12 scale bytes): h[k] = dword k of every row.
   __m512i hd[4];
-  transpose_headers(rows, off, hd);
+  src.header(b, hd);
   const __m512i h0 = hd[0], h1 = hd[1], h2 = hd[2], h3 = hd[3];
   t.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h0));
   t.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h0, 16)));
@@ -182,14 +210,15 @@ CLOVER_INLINE void q4_k_half_products(const __m512i v[16], int h, const unaligne
   }
 }
 
-CLOVER_INLINE void unpack_q4_k_tile(const uint8_t* const* rows, size_t off, Q4KTileBlock& t) {
-  unpack_q4_k_header(rows, off, t);
+template <class Src>
+CLOVER_INLINE void unpack_q4_k_tile(const Src& src, int64_t b, Q4KTileBlock& t) {
+  unpack_q4_k_header(src, b, t);
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   // qs: two 16 x 16 dword transposes (bytes 0..63 and 64..127).
   CLOVER_UNROLL
   for (int h = 0; h < 2; ++h) {
     __m512i v[16];
-    transpose_rows(rows, off + 16 + 64 * h, v);
+    src.dwords16(b, 4 + 16 * h, v);  // the qs follow the 16-byte header
     CLOVER_UNROLL
     for (int i = 0; i < 16; ++i) {
       const int m = 16 * h + i;  // qs dword m: chunk m / 8, quad m % 8
@@ -256,14 +285,13 @@ CLOVER_INLINE void q4_k_tile_block(const Q4KTileBlock& t, const BlockQ8_K* const
 // One activation row (a decoding GEMV): the qs bytes go from the transpose straight into the
 // products, so no unpacked tile (78 vectors) is written to the stack and read back per super-block.
 // The integers and float steps are q4_k_tile_block<1>'s.
-void q4_k_tile16_one(const uint8_t* const* rows, const BlockQ8_K* a, int64_t nb, int group, float* out,
-                     const uint8_t* pf) {
+template <class Src>
+void q4_k_tile16_one(const Src& src, const BlockQ8_K* a, int64_t nb, int group, float* out, const uint8_t* pf) {
   __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, pf += 16 * sizeof(BlockQ4_K)) {
     prefetch_span<16 * sizeof(BlockQ4_K), Hint::L2>(pf);
-    const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_K);
     Q4KTileHeader t;
-    unpack_q4_k_header(rows, off, t);
+    unpack_q4_k_header(src, b, t);
     const auto* aq = reinterpret_cast<const unaligned_i32*>(a[b].qs);
     __m512i p[8];
     CLOVER_UNROLL
@@ -271,7 +299,7 @@ void q4_k_tile16_one(const uint8_t* const* rows, const BlockQ8_K* a, int64_t nb,
     CLOVER_UNROLL
     for (int h = 0; h < 2; ++h) {
       __m512i v[16];
-      transpose_rows(rows, off + 16 + 64 * h, v);
+      src.dwords16(b, 4 + 16 * h, v);
       q4_k_half_products(v, h, aq, p);
     }
     q4_k_tile_sums(t, p, a[b], group, acc, accm);
@@ -289,10 +317,11 @@ struct IQ4XSTileBlock {
   __m512 d;
 };
 
-CLOVER_INLINE void unpack_iq4_xs_tile(const uint8_t* const* rows, size_t off, IQ4XSTileBlock& t) {
+template <class Src>
+CLOVER_INLINE void unpack_iq4_xs_tile(const Src& src, int64_t b, IQ4XSTileBlock& t) {
   // Headers: 16 bytes from each block start (d, scales_h, scales_l, and 8 qs bytes not used here).
   __m512i hd[4];
-  transpose_headers(rows, off, hd);
+  src.header(b, hd);
   const __m512i h0 = hd[0], h1 = hd[1];
   t.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h0));
   const __m512i m4 = _mm512_set1_epi32(0x0f), m2 = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
@@ -308,7 +337,7 @@ CLOVER_INLINE void unpack_iq4_xs_tile(const uint8_t* const* rows, size_t off, IQ
   CLOVER_UNROLL
   for (int h = 0; h < 2; ++h) {
     __m512i v[16];
-    transpose_rows(rows, off + 8 + 64 * h, v);
+    src.dwords16(b, 2 + 16 * h, v);  // the qs follow the 8-byte header
     CLOVER_UNROLL
     for (int i = 0; i < 16; ++i) {
       const int m = 16 * h + i;  // qs dword m: sub-block m / 4, quads m % 4 (low) and m % 4 + 4 (high)
@@ -348,10 +377,12 @@ struct Q4KTiles {
   using Tile = Q4KTileBlock;
   static constexpr size_t kBlock = sizeof(BlockQ4_K);
   static constexpr bool kStreamsOne = true;  // one(): one activation row without an unpacked tile
-  static void one(const uint8_t* const* rows, const BlockQ8_K* a, int64_t nb, int group, float* out, const uint8_t* pf) {
-    q4_k_tile16_one(rows, a, nb, group, out, pf);
+  template <class Src>
+  static void one(const Src& src, const BlockQ8_K* a, int64_t nb, int group, float* out, const uint8_t* pf) {
+    q4_k_tile16_one(src, a, nb, group, out, pf);
   }
-  static void unpack(const uint8_t* const* rows, size_t off, Tile& t) { unpack_q4_k_tile(rows, off, t); }
+  template <class Src>
+  static void unpack(const Src& src, int64_t b, Tile& t) { unpack_q4_k_tile(src, b, t); }
   template <int NA>
   static void block(const Tile& t, const BlockQ8_K* const* a, int64_t b, int group, __m512* acc, __m512* accm) {
     q4_k_tile_block<NA>(t, a, b, group, acc, accm);
@@ -361,7 +392,8 @@ struct IQ4XSTiles {
   using Tile = IQ4XSTileBlock;
   static constexpr size_t kBlock = sizeof(BlockIQ4_XS);
   static constexpr bool kStreamsOne = false;
-  static void unpack(const uint8_t* const* rows, size_t off, Tile& t) { unpack_iq4_xs_tile(rows, off, t); }
+  template <class Src>
+  static void unpack(const Src& src, int64_t b, Tile& t) { unpack_iq4_xs_tile(src, b, t); }
   template <int NA>
   static void block(const Tile& t, const BlockQ8_K* const* a, int64_t b, int group, __m512* acc, __m512* accm) {
     iq4_xs_tile_block<NA>(t, a, b, group, acc, accm);
@@ -369,16 +401,15 @@ struct IQ4XSTiles {
 };
 
 // Out[r]: acc - accm (accm stays zero for IQ4_XS: x - 0 is x).
-template <class K, int NA>
-void tile16(const uint8_t* const* rows, const BlockQ8_K* const* a, int64_t nb, int group, float* const* out,
-            const uint8_t* pf) {
+template <class K, int NA, class Src>
+void tile16(const Src& src, const BlockQ8_K* const* a, int64_t nb, int group, float* const* out, const uint8_t* pf) {
   alignas(64) typename K::Tile t;
   __m512 acc[NA], accm[NA];
   CLOVER_UNROLL
   for (int r = 0; r < NA; ++r) acc[r] = accm[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, pf += 16 * K::kBlock) {
     prefetch_span<16 * K::kBlock, Hint::L2>(pf);
-    K::unpack(rows, static_cast<size_t>(b) * K::kBlock, t);
+    K::unpack(src, b, t);
     K::template block<NA>(t, a, b, group, acc, accm);
   }
   CLOVER_UNROLL
@@ -396,64 +427,80 @@ void tile16_unpacked(const typename K::Tile* t, const BlockQ8_K* const* a, int64
   for (int r = 0; r < NA; ++r) _mm512_storeu_ps(out[r], _mm512_sub_ps(acc[r], accm[r]));
 }
 
+// Activation rows [p0, p1) against the 16-row tile at output row o (nrows of them real: 8 or 16),
+// read from src; pf: where to prefetch, a tile ahead.
+template <class K, class Src>
+void tile_pass(const MatmulCall& c, const Src& src, int64_t p0, int64_t p1, int64_t o, int64_t nrows, int group,
+               const uint8_t* pf) {
+  const int64_t nb = c.w->cols / kQK_K;
+  const bool whole = nrows == 16 && o >= c.o_begin && o + 16 <= c.o_end;
+  // More activation rows than one pass: unpack the tile once (L2-resident) for all of them.
+  thread_local std::vector<typename K::Tile> tiles;
+  const bool unpacked = p1 - p0 > kNA;
+  if (unpacked) {
+    if (tiles.size() < static_cast<size_t>(nb)) tiles.resize(static_cast<size_t>(nb));
+    for (int64_t b = 0; b < nb; ++b) K::unpack(src, b, tiles[b]);
+  }
+  for (int64_t i0 = p0; i0 < p1; i0 += kNA) {
+    const int na = static_cast<int>(std::min<int64_t>(kNA, p1 - i0));
+    const BlockQ8_K* a[kNA];
+    float* out[kNA];
+    alignas(64) float tmp[kNA][16];
+    for (int r = 0; r < na; ++r) {
+      a[r] = static_cast<const BlockQ8_K*>(c.acts->row(c.act_index(i0 + r)));
+      out[r] = whole ? c.y + (i0 + r) * c.ldy + o : tmp[r];
+    }
+    if (unpacked) {
+      switch (na) {
+        case 4: tile16_unpacked<K, 4>(tiles.data(), a, nb, group, out); break;
+        case 3: tile16_unpacked<K, 3>(tiles.data(), a, nb, group, out); break;
+        case 2: tile16_unpacked<K, 2>(tiles.data(), a, nb, group, out); break;
+        default: tile16_unpacked<K, 1>(tiles.data(), a, nb, group, out); break;
+      }
+    } else {
+      switch (na) {
+        case 4: tile16<K, 4>(src, a, nb, group, out, pf); break;
+        case 3: tile16<K, 3>(src, a, nb, group, out, pf); break;
+        case 2: tile16<K, 2>(src, a, nb, group, out, pf); break;
+        default:
+          if constexpr (K::kStreamsOne)
+            K::one(src, a[0], nb, group, out[0], pf);
+          else
+            tile16<K, 1>(src, a, nb, group, out, pf);
+          break;
+      }
+    }
+    if (!whole)
+      for (int r = 0; r < na; ++r)
+        for (int64_t i = std::max(o, c.o_begin); i < std::min({o + 16, o + nrows, c.o_end}); ++i)
+          c.y[(i0 + r) * c.ldy + i] = tmp[r][i - o];
+  }
+}
+
 template <class K>
 void run_tiles16(const MatmulCall& c, int group) {
   const auto* wbase = static_cast<const uint8_t*>(c.w->data);
   const int64_t nb = c.w->cols / kQK_K;
   const int64_t panel = panel_rows(static_cast<size_t>(nb) * sizeof(BlockQ8_K), kNA);
-  // Tiles of 16 rows from a multiple of 8; rows outside [o_begin, o_end) or past the matrix are
-  // computed into scratch (a last 8-row tile repeats its rows) and dropped.
-  const int64_t t_begin = c.o_begin / 8 * 8;
-  thread_local std::vector<typename K::Tile> tiles;
+  // Tiles of 16 rows from a multiple of 8 (of 16 when repacked: whole tiles only); rows outside
+  // [o_begin, o_end) or past the matrix are computed into scratch (a last 8-row tile repeats its
+  // rows) and dropped.
+  const bool packed = c.w->layout == Layout::K4x16;
+  const int64_t t_begin = packed ? c.o_begin / 16 * 16 : c.o_begin / 8 * 8;
   for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
     const int64_t p1 = std::min(c.n, p0 + panel);
     for (int64_t o = t_begin; o < c.o_end; o += 16) {
       const int64_t nrows = std::min<int64_t>(16, c.w->rows - o);  // 8 or 16
+      const uint8_t* first = wbase + static_cast<size_t>(o) * c.w->row_stride;
+      const uint8_t* pf = first + 16 * c.w->row_stride;
+      if (packed) {
+        tile_pass<K>(c, PackedTile<K::kBlock>{first}, p0, p1, o, nrows, group, pf);
+        continue;
+      }
       const uint8_t* rows[16];
       for (int r = 0; r < 16; ++r)
         rows[r] = wbase + static_cast<size_t>(o + (r < nrows ? r : r - 8)) * c.w->row_stride;
-      const uint8_t* pf = wbase + static_cast<size_t>(o + 16) * c.w->row_stride;
-      const bool whole = nrows == 16 && o >= c.o_begin && o + 16 <= c.o_end;
-      // More activation rows than one pass: unpack the tile once (L2-resident) for all of them.
-      const bool unpacked = p1 - p0 > kNA;
-      if (unpacked) {
-        if (tiles.size() < static_cast<size_t>(nb)) tiles.resize(static_cast<size_t>(nb));
-        for (int64_t b = 0; b < nb; ++b) K::unpack(rows, static_cast<size_t>(b) * K::kBlock, tiles[b]);
-      }
-      for (int64_t i0 = p0; i0 < p1; i0 += kNA) {
-        const int na = static_cast<int>(std::min<int64_t>(kNA, p1 - i0));
-        const BlockQ8_K* a[kNA];
-        float* out[kNA];
-        alignas(64) float tmp[kNA][16];
-        for (int r = 0; r < na; ++r) {
-          a[r] = static_cast<const BlockQ8_K*>(c.acts->row(c.act_index(i0 + r)));
-          out[r] = whole ? c.y + (i0 + r) * c.ldy + o : tmp[r];
-        }
-        if (unpacked) {
-          switch (na) {
-            case 4: tile16_unpacked<K, 4>(tiles.data(), a, nb, group, out); break;
-            case 3: tile16_unpacked<K, 3>(tiles.data(), a, nb, group, out); break;
-            case 2: tile16_unpacked<K, 2>(tiles.data(), a, nb, group, out); break;
-            default: tile16_unpacked<K, 1>(tiles.data(), a, nb, group, out); break;
-          }
-        } else {
-          switch (na) {
-            case 4: tile16<K, 4>(rows, a, nb, group, out, pf); break;
-            case 3: tile16<K, 3>(rows, a, nb, group, out, pf); break;
-            case 2: tile16<K, 2>(rows, a, nb, group, out, pf); break;
-            default:
-              if constexpr (K::kStreamsOne)
-                K::one(rows, a[0], nb, group, out[0], pf);
-              else
-                tile16<K, 1>(rows, a, nb, group, out, pf);
-              break;
-          }
-        }
-        if (!whole)
-          for (int r = 0; r < na; ++r)
-            for (int64_t i = std::max(o, c.o_begin); i < std::min({o + 16, o + nrows, c.o_end}); ++i)
-              c.y[(i0 + r) * c.ldy + i] = tmp[r][i - o];
-      }
+      tile_pass<K>(c, RowMajorTile<K::kBlock>{rows}, p0, p1, o, nrows, group, pf);
     }
   }
 }

@@ -1,4 +1,4 @@
-// Q4_0x16 repacking (repack.h): the tile layout, written and read back.
+// The tile layouts (repack.h), written and read back.
 #include "kernels/repack.h"
 
 #include <cstring>
@@ -9,23 +9,25 @@ namespace clover::kernels {
 
 namespace {
 
+// ---- Q4_0x16 ----
+
 constexpr size_t kScaleBytes = sizeof(uint16_t);
 constexpr size_t kQsBytes = sizeof(BlockQ4_0::qs);  // 16
 static_assert(sizeof(BlockQ4_0) == kScaleBytes + kQsBytes);
 
 // Byte offsets inside a tile of nb block columns.
 size_t scale_at(int64_t b, int r) {
-  return (static_cast<size_t>(b) * kQ4Tile + r) * kScaleBytes;
+  return (static_cast<size_t>(b) * kTileRows + r) * kScaleBytes;
 }
 size_t qs_at(int64_t nb, int64_t b, int r, int byte) {  // qs byte `byte` (0..15) of block b of row r
   const int m = byte / 4, j = byte % 4;
-  return static_cast<size_t>(nb) * kQ4Tile * kScaleBytes + static_cast<size_t>(b) * kQ4Tile * kQsBytes +
+  return static_cast<size_t>(nb) * kTileRows * kScaleBytes + static_cast<size_t>(b) * kTileRows * kQsBytes +
          static_cast<size_t>(m) * 64 + static_cast<size_t>(r) * 4 + j;
 }
 
 // One tile: 16 row-major rows (src) to the tile layout (dst); they must not overlap.
-void pack_tile(const uint8_t* src, size_t row_stride, int64_t nb, uint8_t* dst) {
-  for (int r = 0; r < kQ4Tile; ++r) {
+void pack_q4_0_tile(const uint8_t* src, size_t row_stride, int64_t nb, uint8_t* dst) {
+  for (int r = 0; r < kTileRows; ++r) {
     const auto* blocks = reinterpret_cast<const BlockQ4_0*>(src + r * row_stride);
     for (int64_t b = 0; b < nb; ++b) {
       std::memcpy(dst + scale_at(b, r), &blocks[b].d, kScaleBytes);
@@ -35,7 +37,7 @@ void pack_tile(const uint8_t* src, size_t row_stride, int64_t nb, uint8_t* dst) 
 }
 
 // Row r of a tile back to its row-major blocks.
-void unpack_tile_row(const uint8_t* tile, int64_t nb, int r, uint8_t* dst) {
+void unpack_q4_0_tile_row(const uint8_t* tile, int64_t nb, int r, uint8_t* dst) {
   auto* blocks = reinterpret_cast<BlockQ4_0*>(dst);
   for (int64_t b = 0; b < nb; ++b) {
     std::memcpy(&blocks[b].d, tile + scale_at(b, r), kScaleBytes);
@@ -43,33 +45,67 @@ void unpack_tile_row(const uint8_t* tile, int64_t nb, int r, uint8_t* dst) {
   }
 }
 
-}  // namespace
+// ---- K4x16 ----
 
-bool q4_0_repackable(const MatRef& m) {
-  return m.type == DType::Q4_0 && m.layout == Layout::RowMajor && m.rows > 0 && m.rows % kQ4Tile == 0 &&
-         m.cols > 0 && m.cols % kQK == 0 && m.row_stride == dtype_row_bytes(DType::Q4_0, m.cols);
+// Where dword j of super-block b of row r lies in a tile of blocks of `block` bytes.
+size_t dword_at(size_t block, int64_t b, int r, size_t j) {
+  return static_cast<size_t>(b) * kTileRows * block + j * 64 + static_cast<size_t>(r) * 4;
 }
 
-void repack_q4_0_x16_tiles(const MatRef& m, void* dst, int64_t tile_begin, int64_t tile_end) {
-  if (!q4_0_repackable(m)) throw std::invalid_argument("repack_q4_0_x16: not a row-major Q4_0 matrix of 16-row tiles");
-  if (tile_begin < 0 || tile_end > m.rows / kQ4Tile) throw std::invalid_argument("repack_q4_0_x16: tiles outside the matrix");
-  const int64_t nb = m.cols / kQK;
-  const size_t tile_bytes = kQ4Tile * m.row_stride;
+void pack_k4_tile(const uint8_t* src, size_t row_stride, size_t block, int64_t nb, uint8_t* dst) {
+  for (int r = 0; r < kTileRows; ++r)
+    for (int64_t b = 0; b < nb; ++b)
+      for (size_t j = 0; j < block / 4; ++j) std::memcpy(dst + dword_at(block, b, r, j), src + r * row_stride + b * block + 4 * j, 4);
+}
+
+void unpack_k4_tile_row(const uint8_t* tile, size_t block, int64_t nb, int r, uint8_t* dst) {
+  for (int64_t b = 0; b < nb; ++b)
+    for (size_t j = 0; j < block / 4; ++j) std::memcpy(dst + b * block + 4 * j, tile + dword_at(block, b, r, j), 4);
+}
+
+// Values per block of the types with a tile layout.
+int64_t block_values(DType t) { return t == DType::Q4_0 ? kQK : kQK_K; }
+
+}  // namespace
+
+Layout repack_layout(const MatRef& m) {
+  Layout to;
+  switch (m.type) {
+    case DType::Q4_0: to = Layout::Q4_0x16; break;
+    case DType::Q4_K:
+    case DType::IQ4_XS: to = Layout::K4x16; break;
+    default: return Layout::RowMajor;
+  }
+  const bool ok = m.layout == Layout::RowMajor && m.rows > 0 && m.rows % kTileRows == 0 && m.cols > 0 &&
+                  m.cols % block_values(m.type) == 0 && m.row_stride == dtype_row_bytes(m.type, m.cols);
+  return ok ? to : Layout::RowMajor;
+}
+
+void repack_tiles(const MatRef& m, void* dst, int64_t tile_begin, int64_t tile_end) {
+  const Layout to = repack_layout(m);
+  if (to == Layout::RowMajor)
+    throw std::invalid_argument("repack: not a row-major Q4_0, Q4_K or IQ4_XS matrix of 16-row tiles");
+  if (tile_begin < 0 || tile_end > m.rows / kTileRows) throw std::invalid_argument("repack: tiles outside the matrix");
+  const int64_t nb = m.cols / block_values(m.type);
+  const size_t block = dtype_row_bytes(m.type, block_values(m.type));
+  const size_t tile_bytes = kTileRows * m.row_stride;
   std::vector<uint8_t> tmp(tile_bytes);
   const auto* src = static_cast<const uint8_t*>(m.data);
   auto* out = static_cast<uint8_t*>(dst);
   for (int64_t t = tile_begin; t < tile_end; ++t) {
     const size_t at = static_cast<size_t>(t) * tile_bytes;
-    pack_tile(src + at, m.row_stride, nb, tmp.data());  // through tmp: dst may be src
+    // Through tmp: dst may be src.
+    if (to == Layout::Q4_0x16) pack_q4_0_tile(src + at, m.row_stride, nb, tmp.data());
+    else pack_k4_tile(src + at, m.row_stride, block, nb, tmp.data());
     std::memcpy(out + at, tmp.data(), tile_bytes);
   }
 }
 
-MatRef repack_q4_0_x16(const MatRef& m, void* dst) {
-  repack_q4_0_x16_tiles(m, dst, 0, m.rows / kQ4Tile);
+MatRef repack(const MatRef& m, void* dst) {
+  repack_tiles(m, dst, 0, m.rows / kTileRows);
   MatRef r = m;
   r.data = dst;
-  r.layout = Layout::Q4_0x16;
+  r.layout = repack_layout(m);
   return r;
 }
 
@@ -82,11 +118,14 @@ void unpack_rows(const MatRef& m, int64_t row0, int64_t n, void* dst) {
     for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * row_bytes, base + (row0 + i) * m.row_stride, row_bytes);
     return;
   }
-  const int64_t nb = m.cols / kQK;
+  const int64_t nb = m.cols / block_values(m.type);
+  const size_t block = dtype_row_bytes(m.type, block_values(m.type));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t o = row0 + i;
-    const uint8_t* tile = base + static_cast<size_t>(o / kQ4Tile) * kQ4Tile * m.row_stride;
-    unpack_tile_row(tile, nb, static_cast<int>(o % kQ4Tile), out + i * row_bytes);
+    const uint8_t* tile = base + static_cast<size_t>(o / kTileRows) * kTileRows * m.row_stride;
+    const int r = static_cast<int>(o % kTileRows);
+    if (m.layout == Layout::Q4_0x16) unpack_q4_0_tile_row(tile, nb, r, out + i * row_bytes);
+    else unpack_k4_tile_row(tile, block, nb, r, out + i * row_bytes);
   }
 }
 

@@ -1,6 +1,6 @@
 // A loaded Clover / qwen35moe model: the mapped file, its hyperparameters, bound weights, the
 // tokenizer and the chat template. Immutable after load (and after the backend's preparation of
-// the weights, repack_q4_0) and shared by every sequence.
+// the weights, repack) and shared by every sequence.
 #pragma once
 #include <functional>
 #include <memory>
@@ -19,7 +19,7 @@ class ThreadPool;
 
 namespace clover::model {
 
-// What Model::repack_q4_0 rewrote.
+// What Model::repack rewrote.
 struct RepackReport {
   int matrices = 0;    // tensors (a stack of experts counts once)
   uint64_t bytes = 0;  // their bytes
@@ -53,13 +53,13 @@ class Model {
   // The engine calls this before every pass it starts for a caller (one fstat).
   void check_file() const;
 
-  // Rewrites, in place, the Q4_0 matrices the forward pass multiplies (every tensor of 16-row
-  // tiles but the token embedding and an LM head tied to it) in the CPU's AVX-512 Q4_0 kernel's
-  // layout (kernels/repack.h), and records the layout in weights(): every reader handles it (each
+  // Rewrites, in place, the Q4_0, Q4_K and IQ4_XS matrices the forward pass multiplies (every
+  // such tensor of 16-row tiles but the token embedding and an LM head tied to it) in the CPU's
+  // AVX-512 kernels' layouts (Q4_0x16, K4x16: kernels/repack.h), and records the layout in weights(): every reader handles it (each
   // ISA's kernels; the scalar twin) and the products keep their bits. Only for weights read into
   // memory (--no-mmap): a mapped file is never written, and nothing is repacked. `progress` gets
   // bytes done of the bytes to repack. Call it before any executor reads the weights.
-  RepackReport repack_q4_0(ThreadPool& pool, const std::function<void(uint64_t done, uint64_t total)>& progress = {});
+  RepackReport repack(ThreadPool& pool, const std::function<void(uint64_t done, uint64_t total)>& progress = {});
   const RepackReport& repacked() const { return repacked_; }
 
  private:

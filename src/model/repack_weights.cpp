@@ -1,4 +1,4 @@
-// Model::repack_q4_0: the Q4_0 matrices rewritten in place in the AVX-512 kernel's layout.
+// Model::repack: the Q4_0, Q4_K and IQ4_XS matrices rewritten in place in the AVX-512 kernels' layouts.
 #include <chrono>
 
 #include "kernels/repack.h"
@@ -7,7 +7,7 @@
 
 namespace clover::model {
 
-RepackReport Model::repack_q4_0(ThreadPool& pool, const std::function<void(uint64_t, uint64_t)>& progress) {
+RepackReport Model::repack(ThreadPool& pool, const std::function<void(uint64_t, uint64_t)>& progress) {
   RepackReport report;
   if (file_->mapped()) return report;
   const auto t0 = std::chrono::steady_clock::now();
@@ -20,13 +20,13 @@ RepackReport Model::repack_q4_0(ThreadPool& pool, const std::function<void(uint6
   };
   std::vector<Job> jobs;
   auto add = [&](MatRef& m) {
-    if (kernels::q4_0_repackable(m)) jobs.push_back({&m, m});
+    if (kernels::repack_layout(m) != kernels::Layout::RowMajor) jobs.push_back({&m, m});
   };
   auto add_experts = [&](ExpertsRef& e) {
     MatRef whole = e.first;
     whole.rows = e.first.rows * hp_.n_expert;
-    if (e.expert_stride == e.first.row_stride * static_cast<size_t>(e.first.rows) && kernels::q4_0_repackable(e.first) &&
-        kernels::q4_0_repackable(whole))
+    if (e.expert_stride == e.first.row_stride * static_cast<size_t>(e.first.rows) &&
+        kernels::repack_layout(e.first) != kernels::Layout::RowMajor && kernels::repack_layout(whole) != kernels::Layout::RowMajor)
       jobs.push_back({&e.first, whole});
   };
   for (LayerWeights& L : w_.layers) {
@@ -48,10 +48,10 @@ RepackReport Model::repack_q4_0(ThreadPool& pool, const std::function<void(uint6
   for (const Job& j : jobs) {
     const uint64_t bytes = j.whole.row_stride * static_cast<uint64_t>(j.whole.rows);
     uint8_t* dst = file_->writable(j.whole.data, bytes);
-    pool.parallel_for(j.whole.rows / kernels::kQ4Tile, 16, [&](int64_t b, int64_t e) {
-      kernels::repack_q4_0_x16_tiles(j.whole, dst, b, e);
+    pool.parallel_for(j.whole.rows / kernels::kTileRows, 16, [&](int64_t b, int64_t e) {
+      kernels::repack_tiles(j.whole, dst, b, e);
     });
-    j.m->layout = kernels::Layout::Q4_0x16;
+    j.m->layout = kernels::repack_layout(j.whole);
     done += bytes;
     ++report.matrices;
     if (progress) progress(done, total);

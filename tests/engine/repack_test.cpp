@@ -1,8 +1,9 @@
-// Q4_0 weights repacked in place at load for the CPU's AVX-512 kernel (EngineOptions::repack,
-// model::Model::repack_q4_0; kernels/repack.h): only weights read into memory are rewritten, every
-// matrix the forward pass multiplies is, the embedding is not, and the engine's results are the
-// file layout's bit for bit in every decoding mode (the mapped engine is the reference: its
-// logits are llama.cpp's, oracle tests).
+// Q4_0, Q4_K and IQ4_XS weights repacked in place at load for the CPU's AVX-512 kernels
+// (EngineOptions::repack, model::Model::repack; kernels/repack.h): only weights read into memory
+// are rewritten, every matrix the forward pass multiplies is, the embedding is not, and the
+// engine's results are the file layout's bit for bit in every decoding mode (the mapped engine is
+// the reference: its logits are llama.cpp's, oracle tests). Run on a Q4_0 file and on a Q4_K_M
+// one (Q4_K matrices beside Q6_K and Q5_K ones, which keep the file's layout).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -19,15 +20,21 @@
 namespace clover {
 namespace {
 
-class RepackTest : public ::testing::Test {
+class RepackTest : public ::testing::TestWithParam<const char*> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
     synth::SynthConfig c = synth::preset("tiny");
     c.type = DType::Q4_0;
-    path_ = testing::write_synth(*dir_, "tiny-q4_0.gguf", c);
+    q4_0_path_ = testing::write_synth(*dir_, "tiny-q4_0.gguf", c);
+    // Rows of whole super-blocks (as the Vulkan executor test's K-quant files), so the preset
+    // writes K-quants rather than its fallbacks.
+    c.mixture = "Q4_K_M";
+    c.n_embd = 256, c.gdn_head_dim = 64, c.n_ff_exp = 256, c.n_ff_shexp = 256, c.n_expert = 16, c.n_expert_used = 4;
+    q4_k_m_path_ = testing::write_synth(*dir_, "tiny-q4_k_m.gguf", c);
   }
   static void TearDownTestSuite() { delete dir_; }
+  void SetUp() override { path_ = std::string(GetParam()) == "Q4_0" ? q4_0_path_ : q4_k_m_path_; }
 
   static EngineOptions options(bool mmap, bool repack) {
     EngineOptions o;
@@ -53,22 +60,23 @@ class RepackTest : public ::testing::Test {
   }
 
   static inline testing::TempDir* dir_ = nullptr;
-  static inline std::string path_;
+  static inline std::string q4_0_path_, q4_k_m_path_;
+  std::string path_;
 };
 
 using testing::same_bits;
 
-TEST_F(RepackTest, ModelRepacksEveryMultipliedQ4_0MatrixOnceAndOnlyInMemory) {
+TEST_P(RepackTest, ModelRepacksEveryMultipliedTileMatrixOnceAndOnlyInMemory) {
   ThreadPool pool(2);
   auto mapped = model::Model::load(path_);
-  EXPECT_EQ(mapped->repack_q4_0(pool).matrices, 0) << "a mapped file is never written";
+  EXPECT_EQ(mapped->repack(pool).matrices, 0) << "a mapped file is never written";
   EXPECT_EQ(mapped->weights().layers[0].moe.gate.first.layout, kernels::Layout::RowMajor);
 
   gguf::OpenOptions fo;
   fo.mmap = false;
   auto m = model::Model::load(path_, fo);
   uint64_t last_done = 0, last_total = 0;
-  const model::RepackReport r = m->repack_q4_0(pool, [&](uint64_t done, uint64_t total) {
+  const model::RepackReport r = m->repack(pool, [&](uint64_t done, uint64_t total) {
     EXPECT_GT(done, last_done);
     last_done = done, last_total = total;
   });
@@ -76,14 +84,19 @@ TEST_F(RepackTest, ModelRepacksEveryMultipliedQ4_0MatrixOnceAndOnlyInMemory) {
   EXPECT_EQ(last_done, r.bytes);
   EXPECT_EQ(last_total, r.bytes);
   EXPECT_EQ(m->repacked().bytes, r.bytes);
-  // Every Q4_0 matrix of whole tiles that a pass multiplies is in the tile layout; the embedding
-  // (read by rows) is not.
+  // Every Q4_0 / Q4_K / IQ4_XS matrix of whole tiles that a pass multiplies is in its tile layout;
+  // the embedding (read by rows) is not, nor is any other type.
   const model::ModelWeights& w = m->weights();
   uint64_t expect = 0;
   int count = 0;
   auto check = [&](const kernels::MatRef& x, int64_t rows) {
-    if (x.type != DType::Q4_0 || x.rows % kernels::kQ4Tile != 0) return;
-    EXPECT_EQ(x.layout, kernels::Layout::Q4_0x16);
+    const bool tiled = (x.type == DType::Q4_0 || x.type == DType::Q4_K || x.type == DType::IQ4_XS) &&
+                       x.rows % kernels::kTileRows == 0;
+    if (!tiled) {
+      EXPECT_EQ(x.layout, kernels::Layout::RowMajor) << dtype_name(x.type);
+      return;
+    }
+    EXPECT_EQ(x.layout, x.type == DType::Q4_0 ? kernels::Layout::Q4_0x16 : kernels::Layout::K4x16);
     expect += x.row_stride * static_cast<uint64_t>(rows);
     ++count;
   };
@@ -100,11 +113,11 @@ TEST_F(RepackTest, ModelRepacksEveryMultipliedQ4_0MatrixOnceAndOnlyInMemory) {
   EXPECT_EQ(r.bytes, expect);
   EXPECT_EQ(w.token_embd.layout, kernels::Layout::RowMajor);
   // Repacked once: a second call finds nothing left to do.
-  EXPECT_EQ(m->repack_q4_0(pool).matrices, 0);
+  EXPECT_EQ(m->repack(pool).matrices, 0);
   EXPECT_EQ(m->repacked().bytes, r.bytes);
 }
 
-TEST_F(RepackTest, CopyIsReadOnlyAgainWhenTheRepackThrowsMidway) {
+TEST_P(RepackTest, CopyIsReadOnlyAgainWhenTheRepackThrowsMidway) {
   ThreadPool pool(2);
   gguf::OpenOptions fo;
   fo.mmap = false;
@@ -112,17 +125,17 @@ TEST_F(RepackTest, CopyIsReadOnlyAgainWhenTheRepackThrowsMidway) {
   const void* weight = m->weights().layers[0].moe.gate.first.data;
   ASSERT_EQ(testing::mapping_of(weight).access(), "r-");
   int calls = 0;
-  EXPECT_THROW(m->repack_q4_0(pool,
-                              [&](uint64_t, uint64_t) {
-                                EXPECT_EQ(testing::mapping_of(weight).access(), "rw");
-                                if (++calls == 2) throw Error("stop");
-                              }),
+  EXPECT_THROW(m->repack(pool,
+                         [&](uint64_t, uint64_t) {
+                           EXPECT_EQ(testing::mapping_of(weight).access(), "rw");
+                           if (++calls == 2) throw Error("stop");
+                         }),
                Error);
   EXPECT_EQ(calls, 2);
   EXPECT_EQ(testing::mapping_of(weight).access(), "r-") << "sealed on the way out";
 }
 
-TEST_F(RepackTest, RepackedEngineGivesTheFileLayoutsBitsInEveryMode) {
+TEST_P(RepackTest, RepackedEngineGivesTheFileLayoutsBitsInEveryMode) {
   if (kernels::isa_best() != kernels::Isa::Avx512) GTEST_SKIP() << "the engine repacks only for the AVX-512 kernel";
   auto ref = Engine::load(path_, options(true, true));  // mapped: never repacked
   auto packed = Engine::load(path_, options(false, true));
@@ -143,6 +156,8 @@ TEST_F(RepackTest, RepackedEngineGivesTheFileLayoutsBitsInEveryMode) {
     EXPECT_EQ(generate(*packed, mode), a);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, RepackTest, ::testing::Values("Q4_0", "Q4_K_M"));
 
 }  // namespace
 }  // namespace clover

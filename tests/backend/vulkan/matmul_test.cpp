@@ -320,20 +320,23 @@ TEST_F(MatmulTest, QuantizedQ8_KActivationsMatchTheCpuQuantiser) {
               static_cast<long long>(nb * 256));
 }
 
-// A Q4_0 matrix the CPU repacked in place (kernels/repack.h) reaches the device in the file's
-// row-major blocks, byte for byte what the unrepacked matrix uploads.
+// A Q4_0 or Q4_K matrix the CPU repacked in place (kernels/repack.h) reaches the device in the
+// file's row-major blocks, byte for byte what the unrepacked matrix uploads.
 TEST_F(MatmulTest, UploadOfACpuRepackedMatrixIsTheFilesLayout) {
-  const HostMatrix m = random_matrix(DType::Q4_0, 48, 256, 5);
-  std::vector<uint8_t> packed(static_cast<size_t>(m.ref.rows) * m.ref.row_stride);
-  const kernels::MatRef p = kernels::repack_q4_0_x16(m.ref, packed.data());
-  const uint64_t bytes = device_matrix_bytes(m.ref);
-  ASSERT_EQ(bytes, device_matrix_bytes(p));
-  Buffer a = dev().create_buffer(bytes + 4, MemoryPurpose::Weights), b = dev().create_buffer(bytes + 4, MemoryPurpose::Weights);
-  upload_matrix(dev(), m.ref, a, 0);
-  upload_matrix(dev(), p, b, 0);
-  const std::vector<uint32_t> wa = from_device<uint32_t>(dev(), a, static_cast<size_t>(bytes / 4));
-  const std::vector<uint32_t> wb = from_device<uint32_t>(dev(), b, static_cast<size_t>(bytes / 4));
-  EXPECT_EQ(wa, wb);
+  for (DType t : {DType::Q4_0, DType::Q4_K}) {
+    const HostMatrix m = random_matrix(t, 48, 512, 5);
+    std::vector<uint8_t> packed(static_cast<size_t>(m.ref.rows) * m.ref.row_stride);
+    const kernels::MatRef p = kernels::repack(m.ref, packed.data());
+    ASSERT_NE(p.layout, kernels::Layout::RowMajor);
+    const uint64_t bytes = device_matrix_bytes(m.ref);
+    ASSERT_EQ(bytes, device_matrix_bytes(p));
+    Buffer a = dev().create_buffer(bytes + 4, MemoryPurpose::Weights), b = dev().create_buffer(bytes + 4, MemoryPurpose::Weights);
+    upload_matrix(dev(), m.ref, a, 0);
+    upload_matrix(dev(), p, b, 0);
+    const std::vector<uint32_t> wa = from_device<uint32_t>(dev(), a, static_cast<size_t>(bytes / 4));
+    const std::vector<uint32_t> wb = from_device<uint32_t>(dev(), b, static_cast<size_t>(bytes / 4));
+    EXPECT_EQ(wa, wb) << dtype_name(t);
+  }
 }
 
 TEST_F(MatmulTest, BadShapesAreRefused) {
