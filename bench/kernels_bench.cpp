@@ -255,12 +255,12 @@ void register_all() {
       }
     }
   }
-  // Repacked at load (kernels/repack.h): Q4_0 as Q4_0x16, Q4_K and IQ4_XS as K4x16, the AVX-512
-  // kernels' own layouts; named "Q4_0x16/...", "Q4_Kx16/..." and "IQ4_XSx16/...".
+  // Repacked at load (kernels/repack.h): Q4_0 as Q4_0x16, Q4_K, IQ4_XS and Q5_K as Kx16, the
+  // AVX-512 kernels' own layouts; named "Q4_0x16/...", "Q4_Kx16/...", "IQ4_XSx16/...", "Q5_Kx16/...".
   if (isa_best() == Isa::Avx512) {
     for (const auto& [t, tag] : {std::pair{DType::Q4_0, "Q4_0x16"}, std::pair{DType::Q4_K, "Q4_Kx16"},
-                                 std::pair{DType::IQ4_XS, "IQ4_XSx16"}}) {
-      const Layout layout = t == DType::Q4_0 ? Layout::Q4_0x16 : Layout::K4x16;
+                                 std::pair{DType::IQ4_XS, "IQ4_XSx16"}, std::pair{DType::Q5_K, "Q5_Kx16"}}) {
+      const Layout layout = t == DType::Q4_0 ? Layout::Q4_0x16 : Layout::Kx16;
       for (const Shape& s : shapes) {
         const bool head = s.rows > 100000;
         if (t != DType::Q4_0 && s.cols % 256 != 0) continue;

@@ -88,9 +88,9 @@ struct EngineOptions {
   bool mmap = true;
   bool mlock = false;
   Prefault prefault = Prefault::Background;
-  // On the CPU backend with mmap false, the Q4_0, Q4_K and IQ4_XS matrices are rewritten in place
-  // at load in the AVX-512 kernels' layouts (same bits out, faster products; docs/loading.md). false
-  // (--no-repack): the file's layout. A mapped file is never rewritten.
+  // On the CPU backend with mmap false, the Q4_0, Q4_K, IQ4_XS and Q5_K matrices are rewritten in
+  // place at load in the AVX-512 kernels' layouts (same bits out, faster products;
+  // docs/loading.md). false (--no-repack): the file's layout. A mapped file is never rewritten.
   bool repack = true;
   // Progress of "read" (mmap false), "repack" and "lock" (mlock) on the loading thread, and of
   // "prefault" on the pre-fault's own thread (keep it short: it must not block).

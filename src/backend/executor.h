@@ -199,8 +199,9 @@ struct ExecutorOptions {
   int64_t n_ctx = 4096;
   KvTypes kv;
   int n_seq = 1;
-  // The CPU backend: repack the model's Q4_0, Q4_K and IQ4_XS matrices in place where they are in
-  // private memory and the CPU has the layouts' kernels (model::Model::repack); its progress (bytes).
+  // The CPU backend: repack the model's Q4_0, Q4_K, IQ4_XS and Q5_K matrices in place where they
+  // are in private memory and the CPU has the layouts' kernels (model::Model::repack); its progress
+  // (bytes).
   bool repack = true;
   std::function<void(uint64_t done, uint64_t total)> on_repack;
 };

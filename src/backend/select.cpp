@@ -22,16 +22,16 @@ bool placement_flags(const ExecutorOptions& o) {
   return o.cpu_moe || o.n_cpu_moe > 0 || !o.override_tensor.empty() || o.vram_budget > 0 || o.stream_experts > 0;
 }
 
-// The weights in private memory (--no-mmap) rewritten for the CPU's Q4_0 / Q4_K / IQ4_XS kernels:
-// in place, once, before any executor reads them (the engine's model has no other reader). A
-// mapped file is left as it is, and so are the weights of a CPU without the layouts' AVX-512
-// kernels (the other paths would unpack each tile: slower than the file's layout).
+// The weights in private memory (--no-mmap) rewritten for the CPU's Q4_0 / Q4_K / IQ4_XS / Q5_K
+// kernels: in place, once, before any executor reads them (the engine's model has no other
+// reader). A mapped file is left as it is, and so are the weights of a CPU without the layouts'
+// AVX-512 kernels (the other paths would unpack each tile: slower than the file's layout).
 void repack_for_cpu(model::Model& model, const ExecutorOptions& opts) {
   if (!opts.repack || model.file().mapped() || kernels::isa_active() != kernels::Isa::Avx512) return;
   ThreadPool pool(opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   const model::RepackReport r = model.repack(pool, opts.on_repack);
   if (r.matrices > 0)
-    std::fprintf(stderr, "repacked %d Q4_0 / Q4_K / IQ4_XS tensors (%.2f GiB) in place for the AVX-512 kernels in %.2f s (--no-repack: the file's layout)\n",
+    std::fprintf(stderr, "repacked %d Q4_0 / Q4_K / IQ4_XS / Q5_K tensors (%.2f GiB) in place for the AVX-512 kernels in %.2f s (--no-repack: the file's layout)\n",
                  r.matrices, static_cast<double>(r.bytes) / (1u << 30), r.seconds);
 }
 

@@ -21,7 +21,7 @@ inline void add_load_options(CLI::App* c, LoadArgs& l) {
               "read the weights into memory (huge pages where available) instead of mapping the file; the file's page "
               "cache is released behind the read");
   c->add_flag("--no-repack", l.no_repack,
-              "with --no-mmap on the CPU, keep the file's layout instead of repacking the Q4_0, Q4_K and IQ4_XS matrices "
+              "with --no-mmap on the CPU, keep the file's layout instead of repacking the Q4_0, Q4_K, IQ4_XS and Q5_K matrices "
               "in place for the AVX-512 kernels (same results either way; a mapped file is never repacked)");
   c->add_flag("--mlock", l.mlock, "lock the weights in memory at load (a refusal by RLIMIT_MEMLOCK is a warning)");
   c->add_option("--prefault", l.prefault,

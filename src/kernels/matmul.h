@@ -21,10 +21,10 @@
 namespace clover::kernels {
 
 // How a matrix's bytes are arranged. RowMajor: row o at data + o * row_stride, as in the file.
-// Q4_0x16 (Q4_0) and K4x16 (Q4_K, IQ4_XS): rows repacked for the type's AVX-512 kernel in tiles
-// of 16 rows, each tile in the bytes its rows held (kernels/repack.h); every path reads them (the
-// others by unpacking a tile).
-enum class Layout : uint8_t { RowMajor, Q4_0x16, K4x16 };
+// Q4_0x16 (Q4_0) and Kx16 (Q4_K, IQ4_XS, Q5_K): rows repacked for the type's AVX-512 kernel in
+// tiles of 16 rows, each tile in the bytes its rows held (kernels/repack.h); every path reads them
+// (the others by unpacking a tile).
+enum class Layout : uint8_t { RowMajor, Q4_0x16, Kx16 };
 
 // A weight matrix: `rows` output rows of `cols` values of `type`, consecutive rows `row_stride`
 // bytes apart (in `layout`). y = W x computes one output per row.

@@ -14,13 +14,14 @@
 // min_j x activation sums (vpdpwssd on the pairs of sub-blocks) are the exact integers of the
 // twin's group; acc += S x (d_w d_a) and accm += M x (dmin_w d_a) are 16 fused steps at once. No
 // horizontal sum anywhere, and the weight rows are unpacked once for up to kNA activation rows.
-// Weights repacked at load (K4x16, repack.h) hold those transposed vectors already: the tile
+// Weights repacked at load (Kx16, repack.h) hold those transposed vectors already: the tile
 // reads them with plain loads (PackedTile), the same integers and float steps.
 //
 // Q6_K and Q5_K (vec_dot's 8 lanes): one weight row at a time, 64 values per 512-bit step laid
 // out as the activation's bytes (two groups of 32), so the int32 lanes of a step are the quads of
 // two groups; the two 256-bit halves added are the 8 lanes of the AVX2 code. Scales are applied
-// on the int16 pair sums with vpdpwssd.
+// on the int16 pair sums with vpdpwssd. Several activation rows, and a repacked Q5_K matrix
+// (Kx16) at any number of them, take 16-row tiles with lanes = rows in the same 8-lane order.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -134,13 +135,16 @@ CLOVER_INLINE void transpose_rows(const uint8_t* const* rows, size_t off, __m512
 
 // Where a 16-row tile's super-blocks are read from. Both give "dword j of super-block b of every
 // row" as a vector (lanes = rows): RowMajorTile transposes the file's rows to get them, PackedTile
-// loads them from a K4x16 tile (repack.h), which stores exactly those vectors.
+// loads them from a Kx16 tile (repack.h), which stores exactly those vectors.
 template <size_t B>
 struct RowMajorTile {
   const uint8_t* const* rows;  // the tile's 16 rows
   CLOVER_INLINE void header(int64_t b, __m512i h[4]) const { transpose_headers(rows, static_cast<size_t>(b) * B, h); }
   CLOVER_INLINE void dwords16(int64_t b, size_t j0, __m512i v[16]) const {  // dwords j0 .. j0 + 15
     transpose_rows(rows, static_cast<size_t>(b) * B + 4 * j0, v);
+  }
+  CLOVER_INLINE void dwords8(int64_t b, size_t j0, __m512i v[16]) const {  // dwords j0 .. j0 + 7 to v[0 .. 7]
+    transpose_rows(rows, static_cast<size_t>(b) * B + 4 * j0, v, true);
   }
 };
 template <size_t B>
@@ -154,6 +158,10 @@ struct PackedTile {
   CLOVER_INLINE void dwords16(int64_t b, size_t j0, __m512i v[16]) const {
     CLOVER_UNROLL
     for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_si512(dword(b, j0 + i));
+  }
+  CLOVER_INLINE void dwords8(int64_t b, size_t j0, __m512i v[16]) const {
+    CLOVER_UNROLL
+    for (int i = 0; i < 8; ++i) v[i] = _mm512_loadu_si512(dword(b, j0 + i));
   }
 };
 
@@ -485,7 +493,7 @@ void run_tiles16(const MatmulCall& c, int group) {
   // Tiles of 16 rows from a multiple of 8 (of 16 when repacked: whole tiles only); rows outside
   // [o_begin, o_end) or past the matrix are computed into scratch (a last 8-row tile repeats its
   // rows) and dropped.
-  const bool packed = c.w->layout == Layout::K4x16;
+  const bool packed = c.w->layout == Layout::Kx16;
   const int64_t t_begin = packed ? c.o_begin / 16 * 16 : c.o_begin / 8 * 8;
   for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
     const int64_t p1 = std::min(c.n, p0 + panel);
@@ -646,12 +654,14 @@ void q5_k_rows(const BlockQ5_K* w, const BlockQ8_K* const* a, int64_t nb, float*
 
 constexpr int kLanesTileMinRows = 4;  // activation rows from which a panel takes the tiles
 
-struct LanesTileBlock {
-  __m512i w[8][8];   // group g, quad l: the 4 unsigned values 32g + 4l .. +3 of every row
+struct LanesTileScales {
   __m512i sp[8][2];  // the scale of group g's quads l < 4 / l >= 4, as an int16 pair (sc, sc)
   __m512i op[8];     // Q6_K: the scales of sub-blocks 2l, 2l + 1 as an int16 pair (the -32 offset)
   __m512i mn[4];     // Q5_K: the mins of sub-blocks 2c, 2c + 1 as an int16 pair
   __m512 d, dmin;
+};
+struct LanesTileBlock : LanesTileScales {
+  __m512i w[8][8];  // group g, quad l: the 4 unsigned values 32g + 4l .. +3 of every row
 };
 
 // pshufb indices: every dword's int16 pair takes bytes (i, j) of that dword in the high bytes (a
@@ -714,10 +724,12 @@ void unpack_q6_k_tile(const uint8_t* const* rows, size_t off, LanesTileBlock& t)
   t.d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d16)));
 }
 
-void unpack_q5_k_tile(const uint8_t* const* rows, size_t off, LanesTileBlock& t) {
-  const __m512i m4 = _mm512_set1_epi8(0x0f), m1 = _mm512_set1_epi8(1);
+// Q5_K's scales, mins, d and dmin of super-block b.
+template <class Src>
+CLOVER_INLINE void unpack_q5_k_scales(const Src& src, int64_t b, LanesTileScales& t) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
   __m512i h[4];
-  transpose_headers(rows, off, h);
+  src.header(b, h);
   t.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
   t.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
   const __m512i m6 = _mm512_set1_epi8(0x3f), m2 = _mm512_set1_epi8(0x03);
@@ -736,19 +748,82 @@ void unpack_q5_k_tile(const uint8_t* const* rows, size_t off, LanesTileBlock& t)
   t.mn[1] = _mm512_shuffle_epi8(mn03, p1);
   t.mn[2] = _mm512_shuffle_epi8(mn47, p0);
   t.mn[3] = _mm512_shuffle_epi8(mn47, p1);
+}
+
+// Group g, quad l of a Q5_K super-block from its qs dword 8 (g / 2) + l (high nibbles for odd g)
+// and bit g of its qh dword l: bit g moved to bit 4 alone by one affine byte map, then
+// (nibble & 0x0f) | that bit in one vpternlogd (0xEC: (a & c) | b).
+CLOVER_INLINE __m512i q5_k_quad(__m512i qs, __m512i qh, int g) {
+  const __m512i lo = g % 2 ? _mm512_srli_epi16(qs, 4) : qs;
+  const __m512i hi = _mm512_gf2p8affine_epi64_epi8(qh, _mm512_set1_epi64(static_cast<int64_t>(bit_to(g, 4))), 0);
+  return _mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi8(0x0f), 0xEC);
+}
+
+// Super-block b's qs (dwords 12 .. 43) and qh (dwords 4 .. 11) of every row.
+template <class Src>
+CLOVER_INLINE void q5_k_bits(const Src& src, int64_t b, __m512i qs[32], __m512i qh[16]) {
+  src.dwords16(b, 12, qs);
+  src.dwords16(b, 28, qs + 16);
+  src.dwords8(b, 4, qh);
+}
+
+template <class Src>
+CLOVER_INLINE void unpack_q5_k_tile(const Src& src, int64_t b, LanesTileBlock& t) {
+  unpack_q5_k_scales(src, b, t);
   __m512i qs[32], qh[16];
-  transpose_rows(rows, off + 48, qs);
-  transpose_rows(rows, off + 112, qs + 16);
-  transpose_rows(rows, off + 16, qh, true);
-  // Group g, quad l: qs dword 8 (g / 2) + l (high nibbles for odd g), bit g of qh dword l.
+  q5_k_bits(src, b, qs, qh);
   CLOVER_UNROLL
   for (int g = 0; g < 8; ++g)
     CLOVER_UNROLL
+    for (int l = 0; l < 8; ++l) t.w[g][l] = q5_k_quad(qs[8 * (g / 2) + l], qh[l], g);
+}
+
+// One super-block of a tile against one activation super-block y, added into the lanes' float
+// accumulators (and Q5_K's mins into summs): w(g, l) is quad l of group g of every row.
+template <bool kQ6, class W>
+CLOVER_INLINE void lanes_block(const W& w, const LanesTileScales& x, const BlockQ8_K& y, __m512 acc[8], __m512& summs) {
+  const auto* aq = reinterpret_cast<const unaligned_i32*>(y.qs);
+  __m512i lanes[8];
+  CLOVER_UNROLL
+  for (int l = 0; l < 8; ++l) lanes[l] = _mm512_setzero_si512();
+  CLOVER_UNROLL
+  for (int g = 0; g < 8; ++g)
+    CLOVER_UNROLL
+    for (int l = 0; l < 8; ++l)
+      lanes[l] = _mm512_dpwssd_epi32(lanes[l], _mm512_maddubs_epi16(w(g, l), _mm512_set1_epi32(aq[8 * g + l])),
+                                     x.sp[g][l / 4]);
+  if constexpr (kQ6) {
+    const auto* bs = reinterpret_cast<const unaligned_i32*>(y.bsums);
+    CLOVER_UNROLL
     for (int l = 0; l < 8; ++l) {
-      const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(qs[8 * (g / 2) + l], 4 * (g % 2)), m4);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh[l], g), m1);
-      t.w[g][l] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+      const __m512i off = _mm512_dpwssd_epi32(_mm512_setzero_si512(), x.op[l], _mm512_set1_epi32(bs[l]));
+      lanes[l] = _mm512_sub_epi32(lanes[l], _mm512_slli_epi32(off, 5));
     }
+  } else {
+    const __m256i b32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)),
+                                          _mm256_set1_epi16(1));
+    alignas(32) int32_t bp[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bp), _mm256_packs_epi32(b32, b32));
+    static constexpr int kBp[4] = {0, 1, 4, 5};
+    __m512i m = _mm512_setzero_si512();
+    CLOVER_UNROLL
+    for (int c = 0; c < 4; ++c) m = _mm512_dpwssd_epi32(m, x.mn[c], _mm512_set1_epi32(bp[kBp[c]]));
+    summs = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-y.d), x.dmin), _mm512_cvtepi32_ps(m), summs);
+  }
+  const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(y.d), x.d);
+  CLOVER_UNROLL
+  for (int l = 0; l < 8; ++l) acc[l] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(lanes[l]), acc[l]);
+}
+
+// The 16 rows' results from the lanes' accumulators: hsum_float_8 per row,
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then Q5_K's mins.
+template <bool kQ6>
+CLOVER_INLINE void lanes_store(const __m512 acc[8], __m512 summs, float* out) {
+  const __m512 r0 = _mm512_add_ps(acc[4], acc[0]), r1 = _mm512_add_ps(acc[5], acc[1]);
+  const __m512 r2 = _mm512_add_ps(acc[6], acc[2]), r3 = _mm512_add_ps(acc[7], acc[3]);
+  __m512 v = _mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3));
+  if constexpr (!kQ6) v = _mm512_add_ps(v, summs);
+  _mm512_storeu_ps(out, v);
 }
 
 // One activation row against a tile's nb unpacked super-blocks; out: the 16 rows' results.
@@ -760,45 +835,61 @@ void lanes_tile_row(const LanesTileBlock* t, const BlockQ8_K* a, int64_t nb, flo
   for (int l = 0; l < 8; ++l) acc[l] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const LanesTileBlock& x = t[b];
-    const BlockQ8_K& y = a[b];
-    const auto* aq = reinterpret_cast<const unaligned_i32*>(y.qs);
-    __m512i lanes[8];
-    CLOVER_UNROLL
-    for (int l = 0; l < 8; ++l) lanes[l] = _mm512_setzero_si512();
-    CLOVER_UNROLL
-    for (int g = 0; g < 8; ++g)
-      CLOVER_UNROLL
-      for (int l = 0; l < 8; ++l)
-        lanes[l] = _mm512_dpwssd_epi32(lanes[l], _mm512_maddubs_epi16(x.w[g][l], _mm512_set1_epi32(aq[8 * g + l])),
-                                       x.sp[g][l / 4]);
-    if constexpr (kQ6) {
-      const auto* bs = reinterpret_cast<const unaligned_i32*>(y.bsums);
-      CLOVER_UNROLL
-      for (int l = 0; l < 8; ++l) {
-        const __m512i off = _mm512_dpwssd_epi32(_mm512_setzero_si512(), x.op[l], _mm512_set1_epi32(bs[l]));
-        lanes[l] = _mm512_sub_epi32(lanes[l], _mm512_slli_epi32(off, 5));
-      }
-    } else {
-      const __m256i b32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)),
-                                            _mm256_set1_epi16(1));
-      alignas(32) int32_t bp[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bp), _mm256_packs_epi32(b32, b32));
-      static constexpr int kBp[4] = {0, 1, 4, 5};
-      __m512i m = _mm512_setzero_si512();
-      CLOVER_UNROLL
-      for (int c = 0; c < 4; ++c) m = _mm512_dpwssd_epi32(m, x.mn[c], _mm512_set1_epi32(bp[kBp[c]]));
-      summs = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-y.d), x.dmin), _mm512_cvtepi32_ps(m), summs);
-    }
-    const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(y.d), x.d);
-    CLOVER_UNROLL
-    for (int l = 0; l < 8; ++l) acc[l] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(lanes[l]), acc[l]);
+    lanes_block<kQ6>([&](int g, int l) { return x.w[g][l]; }, x, a[b], acc, summs);
   }
-  // hsum_float_8 per row: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
-  const __m512 r0 = _mm512_add_ps(acc[4], acc[0]), r1 = _mm512_add_ps(acc[5], acc[1]);
-  const __m512 r2 = _mm512_add_ps(acc[6], acc[2]), r3 = _mm512_add_ps(acc[7], acc[3]);
-  __m512 v = _mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3));
-  if constexpr (!kQ6) v = _mm512_add_ps(v, summs);
-  _mm512_storeu_ps(out, v);
+  lanes_store<kQ6>(acc, summs, out);
+}
+
+// One activation row (a decoding GEMV) against a Q5_K tile read from src: each super-block's
+// quads are built from its qs and qh as the products take them, with no unpacked tile written
+// and read back. The integers and float steps are lanes_tile_row's.
+template <class Src>
+void q5_k_tile16_one(const Src& src, const BlockQ8_K* a, int64_t nb, float* out, const uint8_t* pf) {
+  __m512 acc[8];
+  __m512 summs = _mm512_setzero_ps();
+  CLOVER_UNROLL
+  for (int l = 0; l < 8; ++l) acc[l] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, pf += 16 * sizeof(BlockQ5_K)) {
+    prefetch_span<16 * sizeof(BlockQ5_K), Hint::L2>(pf);
+    LanesTileScales x;
+    unpack_q5_k_scales(src, b, x);
+    __m512i qs[32], qh[16];
+    q5_k_bits(src, b, qs, qh);
+    lanes_block<false>([&](int g, int l) { return q5_k_quad(qs[8 * (g / 2) + l], qh[l], g); }, x, a[b], acc, summs);
+  }
+  lanes_store<false>(acc, summs, out);
+}
+
+// A Q5_K matrix repacked (Kx16): whole tiles from o_begin / 16 (rows outside [o_begin, o_end)
+// computed into scratch and dropped), read with plain loads; panels of kLanesTileMinRows or more
+// activation rows unpack each tile once, fewer stream it per row.
+void run_q5_k_packed(const MatmulCall& c) {
+  const auto* wbase = static_cast<const uint8_t*>(c.w->data);
+  const int64_t nb = c.w->cols / kQK_K;
+  const int64_t panel = panel_rows(static_cast<size_t>(nb) * sizeof(BlockQ8_K), 1);
+  thread_local std::vector<LanesTileBlock> tiles;
+  for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
+    const int64_t p1 = std::min(c.n, p0 + panel);
+    const bool unpacked = p1 - p0 >= kLanesTileMinRows;
+    for (int64_t o = c.o_begin / 16 * 16; o < c.o_end; o += 16) {
+      const uint8_t* first = wbase + static_cast<size_t>(o) * c.w->row_stride;
+      const PackedTile<sizeof(BlockQ5_K)> src{first};
+      if (unpacked) {
+        if (tiles.size() < static_cast<size_t>(nb)) tiles.resize(static_cast<size_t>(nb));
+        for (int64_t b = 0; b < nb; ++b) unpack_q5_k_tile(src, b, tiles[b]);
+      }
+      const bool whole = o >= c.o_begin && o + 16 <= c.o_end;
+      for (int64_t i = p0; i < p1; ++i) {
+        const auto* a = static_cast<const BlockQ8_K*>(c.acts->row(c.act_index(i)));
+        alignas(64) float tmp[16];
+        float* y = whole ? c.y + i * c.ldy + o : tmp;
+        if (unpacked) lanes_tile_row<false>(tiles.data(), a, nb, y);
+        else q5_k_tile16_one(src, a, nb, y, first + 16 * c.w->row_stride);
+        if (!whole)
+          for (int64_t r = std::max(o, c.o_begin); r < std::min(o + 16, c.o_end); ++r) c.y[i * c.ldy + r] = tmp[r - o];
+      }
+    }
+  }
 }
 
 template <bool kQ6>
@@ -817,7 +908,7 @@ void run_lanes_tiles(const MatmulCall& c) {
       for (int r = 0; r < 16; ++r) rows[r] = wbase + static_cast<size_t>(o + std::min<int64_t>(r, nrows - 1)) * c.w->row_stride;
       for (int64_t b = 0; b < nb; ++b) {
         if constexpr (kQ6) unpack_q6_k_tile(rows, static_cast<size_t>(b) * block, tiles[b]);
-        else unpack_q5_k_tile(rows, static_cast<size_t>(b) * block, tiles[b]);
+        else unpack_q5_k_tile(RowMajorTile<sizeof(BlockQ5_K)>{rows}, b, tiles[b]);
       }
       for (int64_t i = p0; i < p1; ++i) {
         const auto* a = static_cast<const BlockQ8_K*>(c.acts->row(c.act_index(i)));
@@ -945,7 +1036,9 @@ void matmul_kquant_avx512(const MatmulCall& c) {
       if (iq4_xs_blocks_order(c.w->rows)) return run_tiles16<IQ4XSTiles>(c, 0);
       break;
     case DType::Q6_K: return c.n >= kLanesTileMinRows ? run_lanes_tiles<true>(c) : run_rows<Q6KRows>(c);
-    case DType::Q5_K: return c.n >= kLanesTileMinRows ? run_lanes_tiles<false>(c) : run_rows<Q5KRows>(c);
+    case DType::Q5_K:
+      if (c.w->layout == Layout::Kx16) return run_q5_k_packed(c);
+      return c.n >= kLanesTileMinRows ? run_lanes_tiles<false>(c) : run_rows<Q5KRows>(c);
     default: break;
   }
   matmul_kquant_avx2(c);

@@ -45,7 +45,7 @@ void unpack_q4_0_tile_row(const uint8_t* tile, int64_t nb, int r, uint8_t* dst) 
   }
 }
 
-// ---- K4x16 ----
+// ---- Kx16 ----
 
 // Where dword j of super-block b of row r lies in a tile of blocks of `block` bytes.
 size_t dword_at(size_t block, int64_t b, int r, size_t j) {
@@ -73,7 +73,8 @@ Layout repack_layout(const MatRef& m) {
   switch (m.type) {
     case DType::Q4_0: to = Layout::Q4_0x16; break;
     case DType::Q4_K:
-    case DType::IQ4_XS: to = Layout::K4x16; break;
+    case DType::IQ4_XS:
+    case DType::Q5_K: to = Layout::Kx16; break;
     default: return Layout::RowMajor;
   }
   const bool ok = m.layout == Layout::RowMajor && m.rows > 0 && m.rows % kTileRows == 0 && m.cols > 0 &&
@@ -84,7 +85,7 @@ Layout repack_layout(const MatRef& m) {
 void repack_tiles(const MatRef& m, void* dst, int64_t tile_begin, int64_t tile_end) {
   const Layout to = repack_layout(m);
   if (to == Layout::RowMajor)
-    throw std::invalid_argument("repack: not a row-major Q4_0, Q4_K or IQ4_XS matrix of 16-row tiles");
+    throw std::invalid_argument("repack: not a row-major Q4_0, Q4_K, IQ4_XS or Q5_K matrix of 16-row tiles");
   if (tile_begin < 0 || tile_end > m.rows / kTileRows) throw std::invalid_argument("repack: tiles outside the matrix");
   const int64_t nb = m.cols / block_values(m.type);
   const size_t block = dtype_row_bytes(m.type, block_values(m.type));

@@ -17,12 +17,14 @@
 //
 // so nb * 32 + nb * 256 = 16 * nb * 18 bytes, the tile's rows' bytes.
 //
-// K4x16, for the AVX-512 Q4_K and IQ4_XS kernels (matmul_kquant_avx512.cpp), whose super-blocks
-// (144 and 136 bytes) are whole dwords. Those kernels also take a row per lane: per super-block
-// column they transpose the 16 rows' headers (d, dmin and scales; d and scales) and their 128 qs
-// bytes dword by dword (two 16 x 16 dword transposes, ~70 shuffles a column), so that vector j
-// holds dword j of every row. The repacked tile stores those vectors, super-block column after
-// column, so a column is read with aligned whole-vector loads and no shuffle:
+// Kx16, for the AVX-512 Q4_K, IQ4_XS and Q5_K kernels (matmul_kquant_avx512.cpp), whose
+// super-blocks (144, 136 and 176 bytes) are whole dwords. Those kernels take a row per lane: per
+// super-block column they transpose the 16 rows' headers (d, dmin and scales; d and scales) and
+// their qs (and Q5_K's qh) bytes dword by dword (16 x 16 dword transposes, ~70 shuffles for 128
+// bytes), so that vector j holds dword j of every row. The repacked tile stores those vectors,
+// super-block column after column, so a column is read with whole-vector loads and no shuffle.
+// (Q5_K's decoding product, one activation row, otherwise takes the file's rows one at a time in
+// vec_dot's lanes; repacked it runs the same lanes 16 rows at a time.)
 //
 //   tile t as above, block size B (B / 4 dwords), nb = cols / 256 super-blocks:
 //     dword j (bytes 4j .. 4j + 3) of super-block b of row r at  b * 16 * B + j * 64 + r * 4
@@ -33,9 +35,9 @@
 
 namespace clover::kernels {
 
-constexpr int kTileRows = 16;  // rows of a Q4_0x16 or K4x16 tile
+constexpr int kTileRows = 16;  // rows of a Q4_0x16 or Kx16 tile
 
-// The tile layout m can be repacked into: Q4_0x16 for Q4_0, K4x16 for Q4_K and IQ4_XS, when m is
+// The tile layout m can be repacked into: Q4_0x16 for Q4_0, Kx16 for Q4_K, IQ4_XS and Q5_K, when m is
 // row-major with contiguous rows, a multiple of 16 of them; RowMajor when it cannot be.
 Layout repack_layout(const MatRef& m);
 

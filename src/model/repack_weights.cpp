@@ -1,4 +1,4 @@
-// Model::repack: the Q4_0, Q4_K and IQ4_XS matrices rewritten in place in the AVX-512 kernels' layouts.
+// Model::repack: the Q4_0, Q4_K, IQ4_XS and Q5_K matrices rewritten in place in the AVX-512 kernels' layouts.
 #include <chrono>
 
 #include "kernels/repack.h"

@@ -1,9 +1,9 @@
-// Q4_0, Q4_K and IQ4_XS weights repacked in place at load for the CPU's AVX-512 kernels
+// Q4_0, Q4_K, IQ4_XS and Q5_K weights repacked in place at load for the CPU's AVX-512 kernels
 // (EngineOptions::repack, model::Model::repack; kernels/repack.h): only weights read into memory
 // are rewritten, every matrix the forward pass multiplies is, the embedding is not, and the
 // engine's results are the file layout's bit for bit in every decoding mode (the mapped engine is
 // the reference: its logits are llama.cpp's, oracle tests). Run on a Q4_0 file and on a Q4_K_M
-// one (Q4_K matrices beside Q6_K and Q5_K ones, which keep the file's layout).
+// one (Q4_K and Q5_K matrices beside Q6_K ones, which keep the file's layout).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -84,19 +84,20 @@ TEST_P(RepackTest, ModelRepacksEveryMultipliedTileMatrixOnceAndOnlyInMemory) {
   EXPECT_EQ(last_done, r.bytes);
   EXPECT_EQ(last_total, r.bytes);
   EXPECT_EQ(m->repacked().bytes, r.bytes);
-  // Every Q4_0 / Q4_K / IQ4_XS matrix of whole tiles that a pass multiplies is in its tile layout;
-  // the embedding (read by rows) is not, nor is any other type.
+  // Every Q4_0 / Q4_K / IQ4_XS / Q5_K matrix of whole tiles that a pass multiplies is in its tile
+  // layout; the embedding (read by rows) is not, nor is any other type.
   const model::ModelWeights& w = m->weights();
   uint64_t expect = 0;
   int count = 0;
   auto check = [&](const kernels::MatRef& x, int64_t rows) {
-    const bool tiled = (x.type == DType::Q4_0 || x.type == DType::Q4_K || x.type == DType::IQ4_XS) &&
+    const bool tiled = (x.type == DType::Q4_0 || x.type == DType::Q4_K || x.type == DType::IQ4_XS ||
+                        x.type == DType::Q5_K) &&
                        x.rows % kernels::kTileRows == 0;
     if (!tiled) {
       EXPECT_EQ(x.layout, kernels::Layout::RowMajor) << dtype_name(x.type);
       return;
     }
-    EXPECT_EQ(x.layout, x.type == DType::Q4_0 ? kernels::Layout::Q4_0x16 : kernels::Layout::K4x16);
+    EXPECT_EQ(x.layout, x.type == DType::Q4_0 ? kernels::Layout::Q4_0x16 : kernels::Layout::Kx16);
     expect += x.row_stride * static_cast<uint64_t>(rows);
     ++count;
   };

@@ -1,4 +1,4 @@
-// The tile layouts (kernels/repack.h): Q4_0x16 for Q4_0, K4x16 for Q4_K and IQ4_XS. Repacking is
+// The tile layouts (kernels/repack.h): Q4_0x16 for Q4_0, Kx16 for Q4_K, IQ4_XS and Q5_K. Repacking is
 // lossless and in place, each layout is the one documented, and every matmul path gives on a
 // repacked matrix the bits it gives on the file's rows.
 #include <gtest/gtest.h>
@@ -40,8 +40,8 @@ Matrix random_matrix(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
 
 bool isa_available(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(isa_best()); }
 
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_K, DType::IQ4_XS};
-Layout layout_of(DType t) { return t == DType::Q4_0 ? Layout::Q4_0x16 : Layout::K4x16; }
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_K, DType::IQ4_XS, DType::Q5_K};
+Layout layout_of(DType t) { return t == DType::Q4_0 ? Layout::Q4_0x16 : Layout::Kx16; }
 
 TEST(Repack, RoundTripsAndRepacksInPlace) {
   std::mt19937 rng(7);
@@ -96,11 +96,11 @@ TEST(Repack, Q4_0LayoutIsTheDocumentedOne) {
     }
 }
 
-// K4x16: dword j of super-block b of row r at b * 16 * B + j * 64 + r * 4 of its tile; for Q4_K
+// Kx16: dword j of super-block b of row r at b * 16 * B + j * 64 + r * 4 of its tile; for Q4_K
 // dword 0 holds d and dmin, dwords 1..3 the scales, dwords 4..35 the qs.
 TEST(Repack, K4LayoutIsTheDocumentedOne) {
   std::mt19937 rng(13);
-  for (DType t : {DType::Q4_K, DType::IQ4_XS}) {
+  for (DType t : {DType::Q4_K, DType::IQ4_XS, DType::Q5_K}) {
     const int64_t rows = 48, cols = 768, nb = cols / 256;
     const size_t B = dtype_row_bytes(t, 256), rs = dtype_row_bytes(t, cols);
     Matrix m = random_matrix(t, rows, cols, rng);
@@ -148,12 +148,12 @@ TEST(Repack, RefusesWhatItCannotRepack) {
     std::vector<float> y(16);
     EXPECT_THROW(matmul(bad, acts, y.data(), 16, 0, 8), std::invalid_argument) << dtype_name(t);
     MatRef wrong = p;
-    wrong.layout = t == DType::Q4_0 ? Layout::K4x16 : Layout::Q4_0x16;
+    wrong.layout = t == DType::Q4_0 ? Layout::Kx16 : Layout::Q4_0x16;
     EXPECT_THROW(matmul(wrong, acts, y.data(), 16, 0, 16), std::invalid_argument) << dtype_name(t);
   }
   // Types without a tile layout.
   std::mt19937 rng2(5);
-  for (DType t : {DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::F32}) {
+  for (DType t : {DType::Q8_0, DType::Q6_K, DType::Q2_K, DType::F32}) {
     Matrix m = random_matrix(t, 16, 256, rng2);
     EXPECT_EQ(repack_layout(m.ref()), Layout::RowMajor) << dtype_name(t);
   }
