@@ -130,4 +130,40 @@ void ThreadPool::parallel_for_on(int64_t n, int64_t grain, const std::function<v
   job_ = nullptr;
 }
 
+void ThreadPool::parallel_for_owned(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  const int64_t units = (n + grain - 1) / grain;
+  if (n_threads_ == 1 || units <= 1) {
+    fn(0, n);
+    return;
+  }
+  // Per share: the next unit to run and the share's end (units), a cache line each.
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::vector<Share> shares(static_cast<size_t>(n_threads_));
+  for (int t = 0; t < n_threads_; ++t) {
+    int64_t b, e;
+    split_range(units, 1, n_threads_, t, b, e);
+    shares[t].next.store(b, std::memory_order_relaxed);
+    shares[t].end = e;
+  }
+  const std::function<void(int)> take = [&](int thread) {
+    for (int k = 0; k < n_threads_; ++k) {  // its own share first, then the others' in turn
+      Share& s = shares[(thread + k) % n_threads_];
+      for (;;) {
+        const int64_t u = s.next.fetch_add(1, std::memory_order_relaxed);
+        if (u >= s.end) break;
+        fn(u * grain, std::min(n, (u + 1) * grain));
+      }
+    }
+  };
+  dispatch(take);
+  take(0);
+  close_and_wait();
+  job_ = nullptr;
+}
+
 }  // namespace clover

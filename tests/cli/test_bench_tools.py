@@ -76,8 +76,9 @@ class BenchTools(unittest.TestCase):
             r = self.run_bench(name, *args)
             self.assertNotEqual(r.returncode, 0, name)
             self.assertIn(msg, r.stderr, name)
-        # expert_runner_bench takes no model file: Q8_0 experts are not repacked.
-        for args, msg in ((["--repack", "1", "--type", "1"], "--repack 0|1 (Q4_0 only)"), (["--bogus", "1"], "usage:")):
+        # expert_runner_bench takes no model file: Q8_0 experts are not repacked, types are 0..2.
+        for args, msg in ((["--repack", "1", "--type", "1"], "--repack 0|1 (Q4_0, Q4_K)"),
+                          (["--type", "3"], "--type 0|1|2 (Q4_0|Q8_0|Q4_K)"), (["--bogus", "1"], "usage:")):
             r = subprocess.run([os.path.join(BENCH, "expert_runner_bench"), *args], capture_output=True, text=True, timeout=60)
             self.assertNotEqual(r.returncode, 0, name)
             self.assertIn(msg, r.stderr, name)

@@ -96,7 +96,8 @@ void CpuExecutor::gdn_layer(int il, CpuSequence& seq, int T, PassKind kind) {
     // Bytes: the state and the conv window, read once (and written back).
     const PartScope recurrence(PassPart::GdnRecurrence,
                                sizeof(float) * (gs.ssm.size() + gs.conv_window.size() + static_cast<size_t>(C) * K));
-    pool_.parallel_for(Hk, 1, [&](int64_t kb, int64_t ke) {
+    // Each key head's state stays on one thread's core from step to step (parallel_for_owned).
+    pool_.parallel_for_owned(Hk, 1, [&](int64_t kb, int64_t ke) {
       for (int64_t kh = kb; kh < ke; ++kh) {
         conv(kh * d, (kh + 1) * d);
         conv((Hk + kh) * d, (Hk + kh + 1) * d);
