@@ -210,9 +210,10 @@ void check_call(const MatRef& w, const ActRows& acts, int64_t o_begin, int64_t o
     MatRef rows = w;
     rows.layout = Layout::RowMajor;
     if (repack_layout(rows) != w.layout)
-      throw std::invalid_argument(w.layout == Layout::Q4_0x16
-                                      ? "matmul: a Q4_0x16 matrix must be Q4_0 with whole 16-row tiles"
-                                      : "matmul: a Kx16 matrix must be Q4_K, IQ4_XS or Q5_K with whole 16-row tiles");
+      throw std::invalid_argument(
+          w.layout == Layout::Q4_0x16
+              ? "matmul: a Q4_0x16 matrix must be Q4_0 in whole 16-row tiles of whole blocks, rows contiguous"
+              : "matmul: a Kx16 matrix must be Q4_K, IQ4_XS or Q5_K in whole 16-row tiles of whole super-blocks, rows contiguous");
   }
   if (acts.type() != activation_type(w.type)) throw std::invalid_argument("matmul: activation type mismatch");
   if (acts.cols() != w.cols) throw std::invalid_argument("matmul: activation cols != weight cols");

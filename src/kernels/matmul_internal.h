@@ -111,11 +111,12 @@ inline int64_t panel_rows(size_t act_row_bytes, int na) {
 }
 
 // The scalar path for K-quant weights (every row with kquant_dot_ref), and the vector ones
-// (matmul_kquant_avx2.cpp; matmul_kquant_avx512.cpp for Q4_K of 8k rows, Q5_K and Q6_K, the
-// AVX2 code for the other types).
+// (matmul_kquant_avx2.cpp; matmul_kquant_avx512.cpp for Q4_K and IQ4_XS of 8k rows, which hands
+// Q5_K and Q6_K to matmul_kquant_lanes_avx512.cpp and the other types to the AVX2 code).
 void matmul_kquant_ref(const MatmulCall& c);
 void matmul_kquant_avx2(const MatmulCall& c);
 void matmul_kquant_avx512(const MatmulCall& c);
+void matmul_kquant_lanes_avx512(const MatmulCall& c);
 // One Q2_K / Q3_K weight row against na <= 4 activation rows (matmul_kquant_low_avx2.cpp):
 // out[r][o] = the twin's result for a[r] (Q2_K: the blocks order in groups of `group` values, or
 // the lanes order when group is 0).

@@ -57,9 +57,9 @@ class Model {
   // (every such tensor of 16-row tiles but the token embedding and an LM head tied to it) in the
   // CPU's AVX-512 kernels' layouts (Q4_0x16, Kx16: kernels/repack.h), and records the layout in
   // weights(): every reader handles it (each ISA's kernels; the scalar twin) and the products keep
-  // their bits. Only for weights read into
-  // memory (--no-mmap): a mapped file is never written, and nothing is repacked. `progress` gets
-  // bytes done of the bytes to repack. Call it before any executor reads the weights.
+  // their bits. Only for weights read into memory (--no-mmap): a mapped file is never written,
+  // and nothing is repacked. `progress` gets bytes done of the bytes to repack. Call it before
+  // any executor reads the weights.
   RepackReport repack(ThreadPool& pool, const std::function<void(uint64_t done, uint64_t total)>& progress = {});
   const RepackReport& repacked() const { return repacked_; }
 

@@ -31,7 +31,8 @@ void spin_until(Done&& done) {
 }
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), shares_(std::make_unique<Share[]>(static_cast<size_t>(n_threads_))) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -138,21 +139,16 @@ void ThreadPool::parallel_for_owned(int64_t n, int64_t grain, const std::functio
     fn(0, n);
     return;
   }
-  // Per share: the next unit to run and the share's end (units), a cache line each.
-  struct alignas(64) Share {
-    std::atomic<int64_t> next{0};
-    int64_t end = 0;
-  };
-  std::vector<Share> shares(static_cast<size_t>(n_threads_));
+  // (No worker of an earlier region is still inside: the shares are free to reuse.)
   for (int t = 0; t < n_threads_; ++t) {
     int64_t b, e;
     split_range(units, 1, n_threads_, t, b, e);
-    shares[t].next.store(b, std::memory_order_relaxed);
-    shares[t].end = e;
+    shares_[t].next.store(b, std::memory_order_relaxed);
+    shares_[t].end = e;
   }
   const std::function<void(int)> take = [&](int thread) {
     for (int k = 0; k < n_threads_; ++k) {  // its own share first, then the others' in turn
-      Share& s = shares[(thread + k) % n_threads_];
+      Share& s = shares_[(thread + k) % n_threads_];
       for (;;) {
         const int64_t u = s.next.fetch_add(1, std::memory_order_relaxed);
         if (u >= s.end) break;

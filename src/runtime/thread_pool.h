@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -53,6 +54,12 @@ class ThreadPool {
   void parallel_for_owned(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
+  // parallel_for_owned's shares, one per thread: the next unit to run and the share's end (units),
+  // a cache line each.
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
   void worker_loop(int index);
   // Publishes fn as a new region; with `closable`, workers that join after close() skip it.
   void dispatch(const std::function<void(int)>& fn);
@@ -60,6 +67,7 @@ class ThreadPool {
   void close_and_wait();            // parallel_for: only workers already inside are waited for
 
   int n_threads_;
+  std::unique_ptr<Share[]> shares_;  // (after n_threads_: made from it)
   std::vector<std::thread> workers_;
   const std::function<void(int)>* job_ = nullptr;
   // Bits 32-63: the region's generation; bit 31: closed; bits 16-30: workers that joined it;

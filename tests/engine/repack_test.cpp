@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,7 @@ TEST_P(RepackTest, ModelRepacksEveryMultipliedTileMatrixOnceAndOnlyInMemory) {
   const model::ModelWeights& w = m->weights();
   uint64_t expect = 0;
   int count = 0;
+  std::map<DType, int> by_type;
   auto check = [&](const kernels::MatRef& x, int64_t rows) {
     const bool tiled = (x.type == DType::Q4_0 || x.type == DType::Q4_K || x.type == DType::IQ4_XS ||
                         x.type == DType::Q5_K) &&
@@ -100,6 +102,7 @@ TEST_P(RepackTest, ModelRepacksEveryMultipliedTileMatrixOnceAndOnlyInMemory) {
     EXPECT_EQ(x.layout, x.type == DType::Q4_0 ? kernels::Layout::Q4_0x16 : kernels::Layout::Kx16);
     expect += x.row_stride * static_cast<uint64_t>(rows);
     ++count;
+    ++by_type[x.type];
   };
   for (const model::LayerWeights& L : w.layers) {
     for (const kernels::MatRef* x : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o, &L.gdn.qkv, &L.gdn.gate, &L.gdn.beta,
@@ -112,6 +115,13 @@ TEST_P(RepackTest, ModelRepacksEveryMultipliedTileMatrixOnceAndOnlyInMemory) {
   if (!w.tied_output) check(w.output, w.output.rows);
   EXPECT_EQ(r.matrices, count);
   EXPECT_EQ(r.bytes, expect);
+  // The file holds what the test means to cover: Q4_0 matrices, or Q4_K_M's Q4_K and Q5_K ones.
+  if (std::string(GetParam()) == "Q4_0") {
+    EXPECT_GT(by_type[DType::Q4_0], 0);
+  } else {
+    EXPECT_GT(by_type[DType::Q4_K], 0);
+    EXPECT_GT(by_type[DType::Q5_K], 0);
+  }
   EXPECT_EQ(w.token_embd.layout, kernels::Layout::RowMajor);
   // Repacked once: a second call finds nothing left to do.
   EXPECT_EQ(m->repack(pool).matrices, 0);

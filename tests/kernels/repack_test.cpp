@@ -133,7 +133,7 @@ TEST(Repack, RefusesWhatItCannotRepack) {
     EXPECT_THROW(repack(m.ref(), out.data()), std::invalid_argument);
     Matrix ok = random_matrix(t, 16, cols, rng);
     MatRef padded = ok.ref();
-    padded.row_stride += 4, padded.rows = 8;  // rows not contiguous (and too few)
+    padded.row_stride += 4;  // rows not contiguous (16 of them, whole blocks)
     EXPECT_EQ(repack_layout(padded), Layout::RowMajor);
     const MatRef p = repack(ok.ref(), out.data());
     EXPECT_EQ(repack_layout(p), Layout::RowMajor) << "already repacked";
@@ -157,10 +157,12 @@ TEST(Repack, RefusesWhatItCannotRepack) {
     Matrix m = random_matrix(t, 16, 256, rng2);
     EXPECT_EQ(repack_layout(m.ref()), Layout::RowMajor) << dtype_name(t);
   }
-  Matrix k = random_matrix(DType::Q4_K, 16, 256, rng2);
+  Matrix k = random_matrix(DType::Q4_K, 16, 512, rng2);
   MatRef part = k.ref();
-  part.cols = 128;  // not whole super-blocks
+  part.cols = 384, part.row_stride = dtype_row_bytes(DType::Q4_K, 384);  // rows contiguous, not whole super-blocks
   EXPECT_EQ(repack_layout(part), Layout::RowMajor);
+  part.cols = 256;  // the same stride, whole super-blocks: the check above was the columns'
+  EXPECT_EQ(repack_layout(part), Layout::Kx16);
 }
 
 // Every ISA, every output range and number of activation rows: the repacked matrix's results are

@@ -81,9 +81,9 @@ TEST(ThreadPool, ParallelForLetsOtherThreadsTakeAStalledThreadsChunks) {
 }
 
 // While both threads are on time each runs its own share (the caller the first half), call after
-// call. Work items take a millisecond, so a worker that joins within that sees its share whole;
-// at least one of 20 calls must show the split exactly (a shared counter would interleave the
-// threads' indices in every call).
+// call. Work items take 3 ms, so a worker that joins within 12 ms sees its share whole; at least
+// one of 20 calls must show the split exactly (a shared counter would interleave the threads'
+// indices in every call).
 TEST(ThreadPool, ParallelForOwnedKeepsEachShareOnItsThread) {
   ThreadPool pool(2);
   const auto caller = std::this_thread::get_id();
@@ -91,7 +91,7 @@ TEST(ThreadPool, ParallelForOwnedKeepsEachShareOnItsThread) {
   for (int round = 0; round < 20 && exact == 0; ++round) {
     std::vector<std::thread::id> ran(8);
     pool.parallel_for_owned(8, 1, [&](int64_t b, int64_t e) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
       for (int64_t i = b; i < e; ++i) ran[i] = std::this_thread::get_id();
     });
     bool ok = ran[4] != caller;
