@@ -146,13 +146,15 @@ void ThreadPool::parallel_for_owned(int64_t n, int64_t grain, const std::functio
     shares_[t].next.store(b, std::memory_order_relaxed);
     shares_[t].end = e;
   }
+  // Chunks of `per` units, about kChunksPerThread a share, as parallel_for's.
+  const int64_t per = std::max<int64_t>(1, units / (int64_t{n_threads_} * kChunksPerThread));
   const std::function<void(int)> take = [&](int thread) {
     for (int k = 0; k < n_threads_; ++k) {  // its own share first, then the others' in turn
       Share& s = shares_[(thread + k) % n_threads_];
       for (;;) {
-        const int64_t u = s.next.fetch_add(1, std::memory_order_relaxed);
+        const int64_t u = s.next.fetch_add(per, std::memory_order_relaxed);
         if (u >= s.end) break;
-        fn(u * grain, std::min(n, (u + 1) * grain));
+        fn(u * grain, std::min({n, (u + per) * grain, s.end * grain}));
       }
     }
   };

@@ -43,14 +43,14 @@ class ThreadPool {
   // The same, telling fn which thread runs the chunk (0 = the caller): for per-thread scratch.
   void parallel_for_on(int64_t n, int64_t grain, const std::function<void(int, int64_t, int64_t)>& fn);
   static constexpr int kChunksPerThread = 8;
-  // The same, for work on state that stays in memory between calls (the GDN state, read and
-  // written back by every decode step): thread t first runs, one grain at a time, its own share,
-  // part t of size() equal parts of [0, n) (split_range), so while every thread is on time the
-  // same indices run on the same thread call after call and their state stays in that core's
-  // caches (fetched from the other core's, it cost up to half as much again on a 2-vCPU Zen 4 VM:
-  // docs/kernels.md, "Thread pool"). A thread done with its share takes what is left of the
-  // others', so a late thread's share is done by the others and a thread that never joined is not
-  // waited for.
+  // The same with an owner per index: thread t first runs its own share, part t of size() equal
+  // parts of [0, n) (split_range), in chunks (about kChunksPerThread a share), then takes what is
+  // left of the others', so a late thread's share is done by the others and a thread that never
+  // joined is not waited for. While every thread is on time the same indices run on the same
+  // thread call after call: state that stays in memory between calls (the GDN state, read and
+  // written back every decode step) stays in that core's caches (fetched from the other core's,
+  // it cost up to half as much again on a 2-vCPU Zen 4 VM), and each thread streams one
+  // contiguous run of a weight matrix's rows (docs/kernels.md, "Thread pool").
   void parallel_for_owned(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:

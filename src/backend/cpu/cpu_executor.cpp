@@ -90,7 +90,7 @@ void CpuExecutor::linear(const kernels::MatRef& w, const float* x, int T, int64_
     kernels::matmul(w, a, y, w.rows, 0, w.rows, order);
     return;
   }
-  pool_.parallel_for(w.rows, 16, [&](int64_t b, int64_t e) { kernels::matmul(w, a, y, w.rows, b, e, order); });
+  pool_.parallel_for_owned(w.rows, 16, [&](int64_t b, int64_t e) { kernels::matmul(w, a, y, w.rows, b, e, order); });
 }
 
 void CpuExecutor::linears(std::span<const Projection> ps, const float* x, int T, int64_t x_stride) {
@@ -131,7 +131,7 @@ void CpuExecutor::linears(std::span<const Projection> ps, const float* x, int T,
     rows(0, first[ps.size()]);
     return;
   }
-  pool_.parallel_for(first[ps.size()], 16, rows);
+  pool_.parallel_for_owned(first[ps.size()], 16, rows);
 }
 
 void CpuExecutor::check(const Pass& p) const {

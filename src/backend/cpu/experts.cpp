@@ -38,7 +38,7 @@ void CpuExpertRunner::run(const float* x, int T, std::span<const ExpertWork> rou
   in_acts_.reset(x, T, n_embd_, n_embd_);
   if (!routed.empty()) in_acts_.prepare({routed.front().gate.type, routed.front().up.type});
   if (shared) in_acts_.prepare({shared->gate.type, shared->up.type});
-  pool_.parallel_for(static_cast<int64_t>(tasks_.size()), 1, [&](int64_t b, int64_t e) {
+  pool_.parallel_for_owned(static_cast<int64_t>(tasks_.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const Task& tk = tasks_[i];
       const ExpertWork& w = *tk.work;
@@ -60,7 +60,7 @@ void CpuExpertRunner::run(const float* x, int T, std::span<const ExpertWork> rou
   if (!routed.empty())
     acts_routed_.convert(gate_.row(0), n_routed, ff_routed, ff_ld, kernels::activation_type(routed.front().down.type));
   if (shared) acts_shared_.convert(gate_.row(n_routed), T, ff_shared, ff_ld, kernels::activation_type(shared->down.type));
-  pool_.parallel_for(static_cast<int64_t>(tasks_.size()), 1, [&](int64_t b, int64_t e) {
+  pool_.parallel_for_owned(static_cast<int64_t>(tasks_.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const Task& tk = tasks_[i];
       const ExpertWork& w = *tk.work;
