@@ -52,19 +52,16 @@ size_t dword_at(size_t block, int64_t b, int r, size_t j) {
   return static_cast<size_t>(b) * kTileRows * block + j * 64 + static_cast<size_t>(r) * 4;
 }
 
-void pack_k4_tile(const uint8_t* src, size_t row_stride, size_t block, int64_t nb, uint8_t* dst) {
+void pack_k_tile(const uint8_t* src, size_t row_stride, size_t block, int64_t nb, uint8_t* dst) {
   for (int r = 0; r < kTileRows; ++r)
     for (int64_t b = 0; b < nb; ++b)
       for (size_t j = 0; j < block / 4; ++j) std::memcpy(dst + dword_at(block, b, r, j), src + r * row_stride + b * block + 4 * j, 4);
 }
 
-void unpack_k4_tile_row(const uint8_t* tile, size_t block, int64_t nb, int r, uint8_t* dst) {
+void unpack_k_tile_row(const uint8_t* tile, size_t block, int64_t nb, int r, uint8_t* dst) {
   for (int64_t b = 0; b < nb; ++b)
     for (size_t j = 0; j < block / 4; ++j) std::memcpy(dst + b * block + 4 * j, tile + dword_at(block, b, r, j), 4);
 }
-
-// Values per block of the types with a tile layout.
-int64_t block_values(DType t) { return t == DType::Q4_0 ? kQK : kQK_K; }
 
 }  // namespace
 
@@ -78,7 +75,7 @@ Layout repack_layout(const MatRef& m) {
     default: return Layout::RowMajor;
   }
   const bool ok = m.layout == Layout::RowMajor && m.rows > 0 && m.rows % kTileRows == 0 && m.cols > 0 &&
-                  m.cols % block_values(m.type) == 0 && m.row_stride == dtype_row_bytes(m.type, m.cols);
+                  m.cols % dtype_block_size(m.type) == 0 && m.row_stride == dtype_row_bytes(m.type, m.cols);
   return ok ? to : Layout::RowMajor;
 }
 
@@ -87,8 +84,8 @@ void repack_tiles(const MatRef& m, void* dst, int64_t tile_begin, int64_t tile_e
   if (to == Layout::RowMajor)
     throw std::invalid_argument("repack: not a row-major Q4_0, Q4_K, IQ4_XS or Q5_K matrix of 16-row tiles");
   if (tile_begin < 0 || tile_end > m.rows / kTileRows) throw std::invalid_argument("repack: tiles outside the matrix");
-  const int64_t nb = m.cols / block_values(m.type);
-  const size_t block = dtype_row_bytes(m.type, block_values(m.type));
+  const int64_t nb = m.cols / dtype_block_size(m.type);
+  const size_t block = dtype_block_bytes(m.type);
   const size_t tile_bytes = kTileRows * m.row_stride;
   std::vector<uint8_t> tmp(tile_bytes);
   const auto* src = static_cast<const uint8_t*>(m.data);
@@ -97,7 +94,7 @@ void repack_tiles(const MatRef& m, void* dst, int64_t tile_begin, int64_t tile_e
     const size_t at = static_cast<size_t>(t) * tile_bytes;
     // Through tmp: dst may be src.
     if (to == Layout::Q4_0x16) pack_q4_0_tile(src + at, m.row_stride, nb, tmp.data());
-    else pack_k4_tile(src + at, m.row_stride, block, nb, tmp.data());
+    else pack_k_tile(src + at, m.row_stride, block, nb, tmp.data());
     std::memcpy(out + at, tmp.data(), tile_bytes);
   }
 }
@@ -119,14 +116,14 @@ void unpack_rows(const MatRef& m, int64_t row0, int64_t n, void* dst) {
     for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * row_bytes, base + (row0 + i) * m.row_stride, row_bytes);
     return;
   }
-  const int64_t nb = m.cols / block_values(m.type);
-  const size_t block = dtype_row_bytes(m.type, block_values(m.type));
+  const int64_t nb = m.cols / dtype_block_size(m.type);
+  const size_t block = dtype_block_bytes(m.type);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t o = row0 + i;
     const uint8_t* tile = base + static_cast<size_t>(o / kTileRows) * kTileRows * m.row_stride;
     const int r = static_cast<int>(o % kTileRows);
     if (m.layout == Layout::Q4_0x16) unpack_q4_0_tile_row(tile, nb, r, out + i * row_bytes);
-    else unpack_k4_tile_row(tile, block, nb, r, out + i * row_bytes);
+    else unpack_k_tile_row(tile, block, nb, r, out + i * row_bytes);
   }
 }
 

@@ -116,7 +116,7 @@ void ThreadPool::parallel_for_on(int64_t n, int64_t grain, const std::function<v
     fn(0, 0, n);
     return;
   }
-  const int64_t per = std::max<int64_t>(1, units / (int64_t{n_threads_} * kChunksPerThread));  // units per chunk
+  const int64_t per = chunk_units(units);
   std::atomic<int64_t> next{0};
   const std::function<void(int)> take_chunks = [&](int thread) {
     for (;;) {
@@ -125,10 +125,7 @@ void ThreadPool::parallel_for_on(int64_t n, int64_t grain, const std::function<v
       fn(thread, u * grain, std::min(n, (u + per) * grain));
     }
   };
-  dispatch(take_chunks);
-  take_chunks(0);
-  close_and_wait();
-  job_ = nullptr;
+  run_closable(take_chunks);
 }
 
 void ThreadPool::parallel_for_owned(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -146,8 +143,7 @@ void ThreadPool::parallel_for_owned(int64_t n, int64_t grain, const std::functio
     shares_[t].next.store(b, std::memory_order_relaxed);
     shares_[t].end = e;
   }
-  // Chunks of `per` units, about kChunksPerThread a share, as parallel_for's.
-  const int64_t per = std::max<int64_t>(1, units / (int64_t{n_threads_} * kChunksPerThread));
+  const int64_t per = chunk_units(units);  // about kChunksPerThread chunks a share
   const std::function<void(int)> take = [&](int thread) {
     for (int k = 0; k < n_threads_; ++k) {  // its own share first, then the others' in turn
       Share& s = shares_[(thread + k) % n_threads_];
@@ -158,6 +154,14 @@ void ThreadPool::parallel_for_owned(int64_t n, int64_t grain, const std::functio
       }
     }
   };
+  run_closable(take);
+}
+
+int64_t ThreadPool::chunk_units(int64_t units) const {
+  return std::max<int64_t>(1, units / (int64_t{n_threads_} * kChunksPerThread));
+}
+
+void ThreadPool::run_closable(const std::function<void(int)>& take) {
   dispatch(take);
   take(0);
   close_and_wait();

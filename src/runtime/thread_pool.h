@@ -65,6 +65,10 @@ class ThreadPool {
   void dispatch(const std::function<void(int)>& fn);
   void wait_all_joined_and_done();  // run_on_all: every worker runs the region
   void close_and_wait();            // parallel_for: only workers already inside are waited for
+  // The parallel_for regions: units per chunk (about kChunksPerThread chunks a thread), and one
+  // region of `take`, run by the caller too, closed once the caller is done with it.
+  int64_t chunk_units(int64_t units) const;
+  void run_closable(const std::function<void(int)>& take);
 
   int n_threads_;
   std::unique_ptr<Share[]> shares_;  // (after n_threads_: made from it)
