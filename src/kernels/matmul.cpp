@@ -264,15 +264,16 @@ SumOrder sum_order(DType weight_type, int64_t rows, int64_t cols) {
   return rows % 4 == 0 && cols % step == 0 ? SumOrder::Gemm : SumOrder::VecDot;
 }
 
-void matmul(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end, SumOrder order) {
+void matmul(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end, SumOrder order,
+            const void* then) {
   check_call(w, acts, o_begin, o_end);
-  run(MatmulCall{&w, &acts, nullptr, acts.rows(), y, ldy, o_begin, o_end, order});
+  run(MatmulCall{&w, &acts, nullptr, acts.rows(), y, ldy, o_begin, o_end, order, then});
 }
 
 void matmul_selected(const MatRef& w, const ActRows& acts, const int32_t* sel, int64_t n_sel, float* y,
-                     int64_t ldy, int64_t o_begin, int64_t o_end, SumOrder order) {
+                     int64_t ldy, int64_t o_begin, int64_t o_end, SumOrder order, const void* then) {
   check_call(w, acts, o_begin, o_end);
-  run(MatmulCall{&w, &acts, sel, n_sel, y, ldy, o_begin, o_end, order});
+  run(MatmulCall{&w, &acts, sel, n_sel, y, ldy, o_begin, o_end, order, then});
 }
 
 void matmul_ref(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end) {

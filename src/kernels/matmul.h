@@ -84,13 +84,26 @@ SumOrder sum_order(DType weight_type, int64_t rows, int64_t cols);
 
 // y[r * ldy + o] = dot(W row o, acts row r), for o in [o_begin, o_end) and every activation row r.
 // acts.type() must be activation_type(w.type) and acts.cols() == w.cols.
+//
+// then: where the calling thread reads weights next, when that is not the rows after o_end (the
+// first row of its next product: another expert's matrix, the next projection). The kernels that
+// prefetch ahead of the tile they compute (x86, for decoding) prefetch there during their last
+// tile instead of past o_end, so the next product starts warm. Speed only: results do not depend
+// on it. Null: the rows after o_end.
 void matmul(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end,
-            SumOrder order = SumOrder::Gemm);
+            SumOrder order = SumOrder::Gemm, const void* then = nullptr);
 
 // As matmul, for the activation rows listed in `sel` only: y[i * ldy + o] uses acts row sel[i].
 // (MoE: the tokens routed to one expert.)
 void matmul_selected(const MatRef& w, const ActRows& acts, const int32_t* sel, int64_t n_sel, float* y,
-                     int64_t ldy, int64_t o_begin, int64_t o_end, SumOrder order = SumOrder::Gemm);
+                     int64_t ldy, int64_t o_begin, int64_t o_end, SumOrder order = SumOrder::Gemm,
+                     const void* then = nullptr);
+
+// The first byte of row o of w (what `then` names for a product that starts at row o; a repacked
+// matrix's 16-row tile starts at its first row's offset too).
+inline const void* row_address(const MatRef& w, int64_t o) {
+  return static_cast<const uint8_t*>(w.data) + static_cast<size_t>(o) * w.row_stride;
+}
 
 // Scalar reference twin of matmul (same rounding of activations; plain loops).
 void matmul_ref(const MatRef& w, const ActRows& acts, float* y, int64_t ldy, int64_t o_begin, int64_t o_end);

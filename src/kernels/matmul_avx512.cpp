@@ -236,7 +236,7 @@ void run_q8_0_lanes8(const MatmulCall& c) {
       const BlockQ8_0* w[kNW];
       for (int64_t i = 0; i < nw; ++i)
         w[i] = reinterpret_cast<const BlockQ8_0*>(wbase + static_cast<size_t>(o + i) * c.w->row_stride);
-      const uint8_t* pf = wbase + static_cast<size_t>(o + kNW) * c.w->row_stride + kPrefetchLead;
+      const uint8_t* pf = c.tile_prefetch(o, kNW, kPrefetchLead);
       for (int64_t i0 = p0; i0 < p1; i0 += kRows) {
         const int na = static_cast<int>(std::min<int64_t>(kRows, p1 - i0));
         const BlockQ8_0* a[kRows];
@@ -419,7 +419,7 @@ void run_q4_0(const MatmulCall& c) {
       w.stride = c.w->row_stride;
       for (int g = 0; g < (packed ? 1 : 4); ++g)
         w.row[g] = wbase + static_cast<size_t>(o + (4 * g < rows ? 4 * g : 4 * g - 8)) * c.w->row_stride;
-      const uint8_t* pf = wbase + static_cast<size_t>(o + 16) * c.w->row_stride + kPrefetchLead;
+      const uint8_t* pf = c.tile_prefetch(o, 16, kPrefetchLead);
       const bool whole = rows == 16 && o >= c.o_begin && o + 16 <= c.o_end;
       for (int64_t i0 = p0; i0 < p1; i0 += kNA8) {
         const int na = static_cast<int>(std::min<int64_t>(kNA8, p1 - i0));

@@ -99,8 +99,15 @@ struct MatmulCall {
   int64_t ldy;
   int64_t o_begin, o_end;
   SumOrder order = SumOrder::Gemm;
+  const void* then = nullptr;  // where the caller reads next (matmul.h), null: the rows after o_end
 
   int64_t act_index(int64_t i) const { return sel ? sel[i] : i; }
+  // Where the tile of `rows` rows at output row o prefetches while it computes: `lead` bytes into
+  // the next tile, or, for the call's last tile, the start of what the caller reads next.
+  const uint8_t* tile_prefetch(int64_t o, int64_t rows, size_t lead) const {
+    if (then && o + rows >= o_end) return static_cast<const uint8_t*>(then);
+    return static_cast<const uint8_t*>(w->data) + static_cast<size_t>(o + rows) * w->row_stride + lead;
+  }
 };
 
 // Activation rows per panel of a long batch: as many as fit in 256 KiB (a quarter of a 1 MiB

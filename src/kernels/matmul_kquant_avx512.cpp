@@ -376,7 +376,7 @@ void run_tiles16(const MatmulCall& c, int group) {
     for (int64_t o = t_begin; o < c.o_end; o += 16) {
       const int64_t nrows = std::min<int64_t>(16, c.w->rows - o);  // 8 or 16
       const uint8_t* first = wbase + static_cast<size_t>(o) * c.w->row_stride;
-      const uint8_t* pf = first + 16 * c.w->row_stride;
+      const uint8_t* pf = c.tile_prefetch(o, 16, 0);
       if (packed) {
         tile_pass<K>(c, PackedTile<K::kBlock>{first}, p0, p1, o, nrows, group, pf);
         continue;

@@ -410,7 +410,7 @@ void run_q5_k_packed(const MatmulCall& c) {
         alignas(64) float tmp[16];
         float* y = whole ? c.y + i * c.ldy + o : tmp;
         if (unpacked) lanes_tile_row<false>(tiles.data(), a, nb, y);
-        else q5_k_tile16_one(src, a, nb, y, first + 16 * c.w->row_stride);
+        else q5_k_tile16_one(src, a, nb, y, c.tile_prefetch(o, 16, 0));
         if (!whole)
           for (int64_t r = std::max(o, c.o_begin); r < std::min(o + 16, c.o_end); ++r) c.y[i * c.ldy + r] = tmp[r - o];
       }

@@ -123,7 +123,9 @@ void CpuExecutor::linears(std::span<const Projection> ps, const float* x, int T,
     for (size_t i = 0; i < ps.size(); ++i) {
       const kernels::MatRef& w = *ps[i].w;
       const int64_t lo = std::max(b, first[i]), hi = std::min(e, first[i] + w.rows);
-      if (lo < hi) kernels::matmul(w, a, ps[i].y, w.rows, lo - first[i], hi - first[i], order[i]);
+      // A range that reaches a matrix's end goes on with the next matrix's first rows.
+      const void* then = hi == first[i] + w.rows && i + 1 < ps.size() ? kernels::row_address(*ps[i + 1].w, 0) : nullptr;
+      if (lo < hi) kernels::matmul(w, a, ps[i].y, w.rows, lo - first[i], hi - first[i], order[i], then);
     }
   };
   // As in linear(): below ~64K multiply-adds a parallel region costs more than it saves.

@@ -3,7 +3,7 @@
 // all experts; a hybrid backend calls it for the experts it keeps in system RAM.
 //
 // Work is split into (expert, output-row range) tasks so that one parallel region covers all
-// experts of a phase: phase 1 the gate and up products and swiglu, phase 2 the down products.
+// experts of a phase: phase 1 the gate and up products, then swiglu, phase 2 the down products.
 // Routed experts sum as llama.cpp's MUL_MAT_ID does (each type's vec_dot order), the shared
 // expert as its dense product (kernels::sum_order).
 #pragma once
@@ -40,13 +40,17 @@ class CpuExpertRunner {
   const int32_t* all_rows() const { return iota_.data(); }
 
  private:
-  // Output-row range [o_begin, o_end) of one expert's product.
+  enum class Matrix : uint8_t { Gate, Up, Down };
+  // Output-row range [o_begin, o_end) of one of an expert's products.
   struct Task {
     const ExpertWork* work;
     bool shared;
+    Matrix matrix;
     int64_t o_begin, o_end;
+    const kernels::MatRef& weights() const;
   };
-  void add_tasks(const ExpertWork& w, bool shared, int64_t rows);
+  void add_tasks(const ExpertWork& w, bool shared, int64_t rows, Matrix m);
+  const void* then(int64_t i) const;  // matmul's `then` for task i
 
   ThreadPool& pool_;
   int64_t n_embd_;
