@@ -36,6 +36,7 @@ struct ModelInfo {
   std::string placement;     // a GPU backend: which experts stay in RAM and the device memory planned
   uint64_t device_memory_bytes = 0;  // a GPU backend: device memory allocated at load
   uint64_t repacked_bytes = 0;       // weights rewritten in place for the CPU's kernels (EngineOptions::repack)
+  bool read_direct = false;          // --no-mmap: the file was read with O_DIRECT (gguf::OpenOptions)
   int block_size = 32;
   float threshold = 0.95f;
   int mask_token = -1;

@@ -149,6 +149,7 @@ class ModelBench {
              {"device_memory_bytes", mi.device_memory_bytes},
              {"mmap", eo.mmap},
              {"repacked_bytes", mi.repacked_bytes},
+             {"read_direct", mi.read_direct},
              {"mlock", eo.mlock},
              {"load_seconds", load_seconds},
              {"page_cache_dropped", a.drop_cache},

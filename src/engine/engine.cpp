@@ -136,6 +136,7 @@ class EngineImpl final : public Engine {
     info_.placement = executor_->placement();
     info_.device_memory_bytes = executor_->device_memory_bytes();
     info_.repacked_bytes = model_->repacked().bytes;
+    info_.read_direct = model_->file().read_direct();
     info_.block_size = hp.block_size;
     info_.threshold = hp.threshold;
     info_.mask_token = hp.mask_token;

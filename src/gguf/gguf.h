@@ -65,8 +65,10 @@ struct TensorInfo {
 struct OpenOptions {
   // true: a read-only shared mapping of the file (pages come in as they are used). false
   // (--no-mmap): the file is validated on a mapping, then read into anonymous memory (transparent
-  // huge pages where the kernel allows them), the page cache released behind the read
-  // (POSIX_FADV_DONTNEED) so the file is not held twice; the file may then change on disk.
+  // huge pages where the kernel allows them, readable and writable), with O_DIRECT where most of
+  // the file is not in the page cache and the file system allows it, else through the page cache,
+  // released behind the read (POSIX_FADV_DONTNEED) so the file is not held twice; the file may
+  // then change on disk.
   bool mmap = true;
   // Called as the file is read (mmap = false): bytes done of the file's size.
   std::function<void(uint64_t done, uint64_t total)> on_read;
@@ -117,13 +119,13 @@ class Reader {
   const TensorInfo* tensor(std::string_view name) const;
   // Asks the kernel to start reading a tensor's pages (MADV_WILLNEED); never required.
   void prefetch(const TensorInfo& t) const;
-  // The bytes [p, p + n) of the in-memory copy (OpenOptions::mmap false), made writable, for the
-  // owner of the weights to rewrite them in place (a backend's layout: kernels/repack.h). Throws
-  // GgufError on a mapped file (shared with other processes and the page cache: never written)
-  // or a range outside the copy.
+  // The bytes [p, p + n) of the in-memory copy (OpenOptions::mmap false), for the owner of the
+  // weights to rewrite them in place (a backend's layout: kernels/repack.h). Throws GgufError on a
+  // mapped file (shared with other processes and the page cache: never written) or a range outside
+  // the copy.
   uint8_t* writable(const void* p, size_t n) const;
-  // Makes the in-memory copy read-only again after writable() (nothing on a mapped file).
-  void seal() const;
+  // Whether the in-memory copy was read with O_DIRECT (false for a mapped file).
+  bool read_direct() const { return direct_read_; }
 
  private:
   Reader() = default;
@@ -135,7 +137,7 @@ class Reader {
   const uint8_t* base_ = nullptr;
   int fd_ = -1;
   bool mapped_ = true;
-  mutable bool writable_ = false;  // the in-memory copy is writable (writable() until seal())
+  bool direct_read_ = false;
   void* region_ = nullptr;  // what to munmap: the file's mapping, or the anonymous copy (aligned inside)
   uint64_t region_size_ = 0;
   void read_into_memory(const OpenOptions& opts);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "gguf/format.h"
 #include "runtime/huge_pages.h"
@@ -307,41 +308,93 @@ std::unique_ptr<Reader> Reader::open(const std::string& path, const OpenOptions&
   return r;
 }
 
-// --no-mmap: the validated file read into anonymous memory, in steps, each step's page cache
-// dropped once it is copied (the file would otherwise be held twice). The tensors' pointers move
-// to the copy; the mapping and the descriptor are released.
+// --no-mmap: the validated file read into anonymous memory, in steps. Where most of the file is
+// not in the page cache, with O_DIRECT (the file system's blocks straight into the copy): no 20 GB
+// of page cache to fill and then give back, which on this project's development VM (free page
+// reporting) was followed by ~12 s of reads 2-4x slower (docs/loading.md). A cached file is copied
+// from the cache, which is faster, each step's page cache dropped once it is copied (the file
+// would otherwise be held twice); so is any file whose file system refuses O_DIRECT. The tensors'
+// pointers move to the copy; the mapping and the descriptor are released. The copy stays readable
+// and writable: left read-only, on that VM each of its pages read 5-6x slower the first time after
+// the load (bench/load_warmup_probe.cpp), ~8 s of slow decoding.
+namespace {
+
+// The fraction of [p, p + n) (page-aligned) in the page cache, from mincore; 1 when unknown.
+double cached_fraction(const void* p, uint64_t n) {
+  const long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0 || n == 0) return 1.0;
+  std::vector<unsigned char> in((n + page - 1) / page);
+  if (mincore(const_cast<void*>(p), n, in.data()) != 0) return 1.0;
+  size_t resident = 0;
+  for (unsigned char c : in) resident += c & 1;
+  return static_cast<double>(resident) / static_cast<double>(in.size());
+}
+
+// A descriptor of the same file (checked by device and inode) opened with O_DIRECT, or -1.
+int open_direct(const std::string& path, int fd) {
+  const int d = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (d < 0) return -1;
+  struct stat a {}, b {};
+  if (fstat(fd, &a) != 0 || fstat(d, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+    ::close(d);
+    return -1;
+  }
+  return d;
+}
+
+constexpr uint64_t kDirectAlign = 4096;  // offsets, lengths and the buffer: multiples of any block size
+
+}  // namespace
+
 void Reader::read_into_memory(const OpenOptions& opts) {
   constexpr uint64_t kStep = uint64_t{64} << 20;
   auto* copy = static_cast<uint8_t*>(runtime::map_huge(size_, /*noreserve=*/true));  // runtime/huge_pages.h
   if (!copy) throw GgufError(path_ + ": cannot allocate " + std::to_string(size_ >> 20) + " MiB to read the file into (--no-mmap): " + std::strerror(errno));
-  posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  // The copy is huge_page_round(size_) long, so a last direct read rounded up to kDirectAlign fits.
+  int dfd = cached_fraction(base_, size_) < 0.5 ? open_direct(path_, fd_) : -1;
+  if (dfd < 0) posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  direct_read_ = dfd >= 0;
   uint64_t done = 0;
   while (done < size_) {
     const uint64_t n = std::min(kStep, size_ - done);
     uint64_t got = 0;
     while (got < n) {
-      const ssize_t k = pread(fd_, copy + done + got, n - got, static_cast<off_t>(done + got));
+      const bool direct = dfd >= 0;
+      const uint64_t want = direct ? (n - got + kDirectAlign - 1) / kDirectAlign * kDirectAlign : n - got;
+      const ssize_t k = pread(direct ? dfd : fd_, copy + done + got, want, static_cast<off_t>(done + got));
       if (k < 0 && errno == EINTR) continue;
+      if (k < 0 && direct && errno == EINVAL) {  // the file system takes no direct reads after all
+        ::close(dfd);
+        dfd = -1;
+        direct_read_ = false;
+        continue;
+      }
       if (k <= 0) {
         const std::string why = k < 0 ? std::strerror(errno) : "the file ended early (truncated while it was read?)";
+        if (dfd >= 0) ::close(dfd);
         runtime::unmap_huge(copy, size_);
         throw GgufError(path_ + ": reading the file into memory failed at byte " + std::to_string(done + got) + ": " + why);
       }
-      got += static_cast<uint64_t>(k);
+      got += std::min(static_cast<uint64_t>(k), n - got);  // a direct read may run past n to the block's end
+      // A direct read stops short only at the end of the file, or on a block it could not take whole.
+      if (direct && got < n && (done + got) % kDirectAlign != 0) {
+        ::close(dfd);
+        dfd = -1;
+        direct_read_ = false;
+      }
     }
-    posix_fadvise(fd_, static_cast<off_t>(done), static_cast<off_t>(n), POSIX_FADV_DONTNEED);
+    if (dfd < 0) posix_fadvise(fd_, static_cast<off_t>(done), static_cast<off_t>(n), POSIX_FADV_DONTNEED);
     done += n;
     if (opts.on_read) opts.on_read(done, size_);
   }
-  const size_t copy_size = runtime::huge_page_round(size_);
-  mprotect(copy, copy_size, PROT_READ);  // the weights are read-only, as when mapped
+  if (dfd >= 0) ::close(dfd);
   for (TensorInfo& t : tensors_) t.data = copy + (t.data - base_);
   munmap(region_, region_size_);
   ::close(fd_);
   fd_ = -1;
   base_ = copy;
   region_ = copy;
-  region_size_ = copy_size;
+  region_size_ = runtime::huge_page_round(size_);
   mapped_ = false;
 }
 
@@ -350,19 +403,7 @@ uint8_t* Reader::writable(const void* p, size_t n) const {
   const auto* b = static_cast<const uint8_t*>(p);
   if (b < base_ || n > size_ || static_cast<uint64_t>(b - base_) > size_ - n)
     throw GgufError(path_ + ": writable(): the range is outside the file's bytes");
-  // The whole copy at once: changing the protection of part of it would split its mapping there,
-  // and with it the transparent huge pages across each boundary (4 KiB pages: TLB misses).
-  if (!writable_) {
-    if (mprotect(region_, region_size_, PROT_READ | PROT_WRITE) != 0)
-      throw GgufError(path_ + ": cannot make the weights writable: " + std::strerror(errno));
-    writable_ = true;
-  }
   return const_cast<uint8_t*>(b);
-}
-
-void Reader::seal() const {
-  if (!mapped_ && region_ && writable_) mprotect(region_, region_size_, PROT_READ);
-  writable_ = false;
 }
 
 Reader::~Reader() {

@@ -40,11 +40,6 @@ RepackReport Model::repack(ThreadPool& pool, const std::function<void(uint64_t, 
 
   uint64_t total = 0, done = 0;
   for (const Job& j : jobs) total += j.whole.row_stride * static_cast<uint64_t>(j.whole.rows);
-  // The copy is read-only again however this ends (a progress callback or the pool may throw).
-  struct Seal {
-    const gguf::Reader& file;
-    ~Seal() { file.seal(); }
-  } seal{*file_};
   for (const Job& j : jobs) {
     const uint64_t bytes = j.whole.row_stride * static_cast<uint64_t>(j.whole.rows);
     uint8_t* dst = file_->writable(j.whole.data, bytes);

@@ -4,6 +4,7 @@ markdown row; bad flags are refused with a message and exit status 2 (never spee
     BENCH_DIR=build/bench CLOVER_BIN=build/bin/clover /usr/bin/python3 -m unittest -v tests/cli/test_bench_tools.py
 """
 import os
+import re
 import subprocess
 import tempfile
 import unittest
@@ -33,6 +34,19 @@ class BenchTools(unittest.TestCase):
             cells = [c.strip() for c in r.stdout.strip().split("|")[1:-1]]
             self.assertEqual(len(cells), 8, r.stdout)
             self.assertIn(f"{rows} rows of logits", cells[3])
+
+    def test_load_warmup_probe_lines(self):
+        # The read (how it was done), then one rate a second, with and without the mprotect.
+        for protect in ("0", "1"):
+            r = self.run_bench("load_warmup_probe", "--seconds", "2", "--protect", protect)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.strip().splitlines()
+            self.assertEqual(len(lines), 3, r.stdout)
+            self.assertRegex(lines[0], r"^read 0\.01 GB in [0-9.]+ s \((O_DIRECT|through the page cache)\)$")
+            for s, line in enumerate(lines[1:], 1):
+                m = re.match(rf"^t = +{s} s: random 576 KiB chunks read at ([0-9.]+) GB/s$", line)
+                self.assertTrue(m, line)
+                self.assertGreater(float(m.group(1)), 0, line)
 
     def test_multi_pass_bench_row(self):
         r = self.run_bench("multi_pass_bench", "--seqs", "2", "--reps", "1", "--prefix", "8")
@@ -72,7 +86,8 @@ class BenchTools(unittest.TestCase):
                                 ("block_pass_bench", ["--reps"], "--reps needs a value"),
                                 ("block_pass_bench", ["--rows", "99"], "--rows must be"),
                                 ("multi_pass_bench", ["--seqs", "two"], "--seqs takes an integer"),
-                                ("first_tokens_bench", ["--mlock"], "--mlock needs a value")):
+                                ("first_tokens_bench", ["--mlock"], "--mlock needs a value"),
+                                ("load_warmup_probe", ["--seconds", "x"], "--seconds takes an integer")):
             r = self.run_bench(name, *args)
             self.assertNotEqual(r.returncode, 0, name)
             self.assertIn(msg, r.stderr, name)
