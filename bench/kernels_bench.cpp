@@ -22,9 +22,11 @@
 #include <vector>
 
 #include "kernels/convert.h"
+#include "kernels/gdn.h"
 #include "kernels/matmul.h"
 #include "kernels/repack.h"
 #include "roofline.h"
+#include "runtime/huge_pages.h"
 
 namespace {
 
@@ -170,6 +172,43 @@ void bm_paired(benchmark::State& state, DType t, int64_t rows, int64_t cols, Isa
   state.counters["read_best"] = bytes / tr[0] * 1e-9;
 }
 
+// A decoding step's GDN delta rule against a plain read of as many cold bytes, interleaved as in
+// bm_paired: each call steps one layer's heads (heads x d x d floats of state, read and written
+// back, on huge pages as the engine keeps them) from a rotation over 256 MiB of states, so every
+// state comes from DRAM, as it does at the full size (30 layers x 2 MiB).
+void bm_gdn_paired(benchmark::State& state, int64_t d, int64_t heads) {
+  const size_t layer_floats = static_cast<size_t>(heads * d * d), layer_bytes = layer_floats * sizeof(float);
+  const size_t layers = std::max<size_t>(2, kColdBytes / layer_bytes);
+  runtime::HugePageVector<float> S(layer_floats * layers, 0.01f);
+  std::vector<uint8_t> plain(layer_bytes * layers, 1);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 0.1f);
+  std::vector<float> q(static_cast<size_t>(d)), k(q.size()), v(q.size()), o(q.size());
+  for (float* x : {q.data(), k.data(), v.data()})
+    for (int64_t i = 0; i < d; ++i) x[i] = nd(rng);
+  std::vector<double> tk, tr;
+  size_t c = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t h = 0; h < heads; ++h)
+      gdn_step(S.data() + c * layer_floats + static_cast<size_t>(h * d * d), q.data(), k.data(), v.data(), 0.99f, 0.5f,
+               0.088f, d, o.data());
+    benchmark::DoNotOptimize(o.data());
+    auto t1 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(bench::read_stream(plain.data() + c * layer_bytes, layer_bytes, g_read_prefetch));
+    auto t2 = std::chrono::steady_clock::now();
+    c = c + 1 == layers ? 0 : c + 1;
+    tk.push_back(std::chrono::duration<double>(t1 - t0).count());
+    tr.push_back(std::chrono::duration<double>(t2 - t1).count());
+  }
+  std::sort(tk.begin(), tk.end());
+  std::sort(tr.begin(), tr.end());
+  const double k_med = layer_bytes / tk[tk.size() / 2] * 1e-9, r_med = layer_bytes / tr[tr.size() / 2] * 1e-9;
+  state.counters["state_GB/s"] = k_med;  // of the state read (as much again is written back)
+  state.counters["read_GB/s"] = r_med;
+  state.counters["ratio"] = k_med / r_med;
+}
+
 void bm_convert(benchmark::State& state, DType t, int64_t cols, int64_t n) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -280,6 +319,9 @@ void register_all() {
       }
     }
   }
+  // Clover's GDN layer: 32 value heads of 128 x 128.
+  benchmark::RegisterBenchmark("paired/gdn_step/d128x32", bm_gdn_paired, int64_t{128}, int64_t{32})
+      ->Unit(benchmark::kMicrosecond);
   for (DType t : {DType::Q8_0, DType::F16, DType::BF16}) {
     for (int64_t n : {1, 32}) {
       const std::string name = "convert/" + std::string(dtype_name(t)) + "/2048/n" + std::to_string(n);
