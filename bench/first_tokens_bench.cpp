@@ -9,8 +9,6 @@
 //   --drop-cache 1  evict the file from the page cache first (posix_fadvise DONTNEED: no root
 //               needed; pages another process has mapped stay), as after a reboot
 //   --mlock 1   lock the mapped weights in memory at load (--mlock: every page read before ready)
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -20,6 +18,7 @@
 #include "args.h"
 #include "clover/clover.h"
 #include "runtime/memory_stats.h"
+#include "runtime/page_cache.h"
 
 using namespace clover;
 
@@ -27,14 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-bool drop_page_cache(const char* path) {
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool ok = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
-  ::close(fd);
-  return ok;
-}
 
 // Tokens per second of N greedy tokens after a one-token prompt, on a fresh session.
 double generate(Engine& e, int n) {
@@ -60,7 +51,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (drop && !drop_page_cache(argv[1])) throw Error(std::string("cannot evict ") + argv[1] + " from the page cache");
+    if (drop && !runtime::drop_from_page_cache(argv[1])) throw Error(std::string("cannot evict ") + argv[1] + " from the page cache");
     EngineOptions eo;
     eo.device = "cpu";
     eo.n_threads = threads;

@@ -11,10 +11,8 @@
 //   --drop-cache 1  evict the file from the page cache first (the O_DIRECT read)
 //   --protect 1     mprotect the copy read-only after the read, then writable again (the loader
 //                   up to session 20, for the repack); 2: read-only (its state after the repack)
-#include <fcntl.h>
 #include <immintrin.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +24,7 @@
 #include "gguf/gguf.h"
 #include "roofline.h"
 #include "runtime/huge_pages.h"
+#include "runtime/page_cache.h"
 
 using namespace clover;
 
@@ -33,14 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-void drop_page_cache(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  fdatasync(fd);
-  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-}
 
 }  // namespace
 
@@ -51,7 +42,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string path = argv[1];
-  if (drop) drop_page_cache(path);
+  if (drop && !runtime::drop_from_page_cache(path)) {
+    std::fprintf(stderr, "error: cannot evict %s from the page cache\n", path.c_str());
+    return 1;
+  }
   gguf::OpenOptions o;
   o.mmap = false;
   const auto t0 = Clock::now();

@@ -18,8 +18,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -34,6 +32,7 @@
 #include "cli/load_options.h"
 #include "clover/clover.h"
 #include "runtime/memory_stats.h"
+#include "runtime/page_cache.h"
 
 namespace clover::cli {
 
@@ -93,11 +92,7 @@ Summary summarize(std::vector<double> v) {
 // --drop-cache: evicts the file from the page cache (no root needed; pages another process has
 // mapped stay), so that the load and the first tokens read it from the disk as after a reboot.
 void drop_page_cache(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("--drop-cache: cannot open {}", path));
-  fdatasync(fd);
-  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
+  if (!runtime::drop_from_page_cache(path)) throw Error(fmt::format("--drop-cache: cannot evict {} from the page cache", path));
 }
 
 std::string human_bytes(uint64_t b) {

@@ -13,10 +13,10 @@
 #include <cstring>
 #include <string>
 #include <unordered_set>
-#include <vector>
 
 #include "gguf/format.h"
 #include "runtime/huge_pages.h"
+#include "runtime/page_cache.h"
 
 namespace clover::gguf {
 
@@ -319,17 +319,6 @@ std::unique_ptr<Reader> Reader::open(const std::string& path, const OpenOptions&
 // the load (bench/load_warmup_probe.cpp), ~8 s of slow decoding.
 namespace {
 
-// The fraction of [p, p + n) (page-aligned) in the page cache, from mincore; 1 when unknown.
-double cached_fraction(const void* p, uint64_t n) {
-  const long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0 || n == 0) return 1.0;
-  std::vector<unsigned char> in((n + page - 1) / page);
-  if (mincore(const_cast<void*>(p), n, in.data()) != 0) return 1.0;
-  size_t resident = 0;
-  for (unsigned char c : in) resident += c & 1;
-  return static_cast<double>(resident) / static_cast<double>(in.size());
-}
-
 // A descriptor of the same file (checked by device and inode) opened with O_DIRECT, or -1.
 int open_direct(const std::string& path, int fd) {
   const int d = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
@@ -351,9 +340,13 @@ void Reader::read_into_memory(const OpenOptions& opts) {
   auto* copy = static_cast<uint8_t*>(runtime::map_huge(size_, /*noreserve=*/true));  // runtime/huge_pages.h
   if (!copy) throw GgufError(path_ + ": cannot allocate " + std::to_string(size_ >> 20) + " MiB to read the file into (--no-mmap): " + std::strerror(errno));
   // The copy is huge_page_round(size_) long, so a last direct read rounded up to kDirectAlign fits.
-  int dfd = cached_fraction(base_, size_) < 0.5 ? open_direct(path_, fd_) : -1;
+  int dfd = runtime::resident_fraction(base_, size_) < 0.5 ? open_direct(path_, fd_) : -1;
   if (dfd < 0) posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
-  direct_read_ = dfd >= 0;
+  // Back to reads through the page cache from here on (the file system refused a direct read).
+  const auto stop_direct = [&] {
+    ::close(dfd);
+    dfd = -1;
+  };
   uint64_t done = 0;
   while (done < size_) {
     const uint64_t n = std::min(kStep, size_ - done);
@@ -364,9 +357,7 @@ void Reader::read_into_memory(const OpenOptions& opts) {
       const ssize_t k = pread(direct ? dfd : fd_, copy + done + got, want, static_cast<off_t>(done + got));
       if (k < 0 && errno == EINTR) continue;
       if (k < 0 && direct && errno == EINVAL) {  // the file system takes no direct reads after all
-        ::close(dfd);
-        dfd = -1;
-        direct_read_ = false;
+        stop_direct();
         continue;
       }
       if (k <= 0) {
@@ -375,18 +366,15 @@ void Reader::read_into_memory(const OpenOptions& opts) {
         runtime::unmap_huge(copy, size_);
         throw GgufError(path_ + ": reading the file into memory failed at byte " + std::to_string(done + got) + ": " + why);
       }
-      got += std::min(static_cast<uint64_t>(k), n - got);  // a direct read may run past n to the block's end
+      got += std::min(static_cast<uint64_t>(k), n - got);  // (a guard: the end of the file ends a direct read)
       // A direct read stops short only at the end of the file, or on a block it could not take whole.
-      if (direct && got < n && (done + got) % kDirectAlign != 0) {
-        ::close(dfd);
-        dfd = -1;
-        direct_read_ = false;
-      }
+      if (direct && got < n && (done + got) % kDirectAlign != 0) stop_direct();
     }
     if (dfd < 0) posix_fadvise(fd_, static_cast<off_t>(done), static_cast<off_t>(n), POSIX_FADV_DONTNEED);
     done += n;
     if (opts.on_read) opts.on_read(done, size_);
   }
+  direct_read_ = dfd >= 0;  // direct to the end
   if (dfd >= 0) ::close(dfd);
   for (TensorInfo& t : tensors_) t.data = copy + (t.data - base_);
   munmap(region_, region_size_);

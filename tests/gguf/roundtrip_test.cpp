@@ -14,6 +14,7 @@
 #include "gguf/gguf.h"
 #include "gguf/gguf_test_util.h"
 #include "model/model_test_util.h"
+#include "runtime/page_cache.h"
 
 namespace clover::gguf {
 namespace {
@@ -201,25 +202,15 @@ TEST(RoundTrip, LargeTensorBypassesBuffer) {
   r->prefetch(*r->tensor("big"));
 }
 
-// The fraction of a file's pages in the page cache (mincore of a mapping), and the file dropped
-// from the cache (written back first, or the kernel keeps the dirty pages).
+// The fraction of a file's pages in the page cache (of a mapping of it).
 double cached_fraction(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   const off_t n = lseek(fd, 0, SEEK_END);
   void* p = mmap(nullptr, static_cast<size_t>(n), PROT_READ, MAP_SHARED, fd, 0);
-  std::vector<unsigned char> in((static_cast<size_t>(n) + 4095) / 4096);
-  mincore(p, static_cast<size_t>(n), in.data());
+  const double f = runtime::resident_fraction(p, static_cast<uint64_t>(n));
   munmap(p, static_cast<size_t>(n));
   ::close(fd);
-  size_t resident = 0;
-  for (unsigned char c : in) resident += c & 1;
-  return static_cast<double>(resident) / static_cast<double>(in.size());
-}
-void drop_from_cache(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  fdatasync(fd);
-  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
+  return f;
 }
 
 // --no-mmap reads the file with O_DIRECT when little of it is in the page cache (and the file
@@ -251,7 +242,7 @@ TEST(RoundTrip, InMemoryCopyHasTheFilesBytesReadDirectOrCached) {
       }
       ::close(fd);
     } else {
-      drop_from_cache(path);
+      ASSERT_TRUE(runtime::drop_from_page_cache(path));
     }
     const double resident = cached_fraction(path);
     EXPECT_EQ(resident > 0.5, cached) << "resident " << resident << ": the test did not set the cache up";
