@@ -296,10 +296,13 @@ void register_all() {
   }
   // Repacked at load (kernels/repack.h): Q4_0 as Q4_0x16, Q4_K, IQ4_XS and Q5_K as Kx16, the
   // AVX-512 kernels' own layouts; named "Q4_0x16/...", "Q4_Kx16/...", "IQ4_XSx16/...", "Q5_Kx16/...".
-  if (isa_best() == Isa::Avx512) {
+  // On an AVX2 CPU, Q4_0x16 only (the one layout its kernels read), named .../avx2.
+  if (isa_best() != Isa::Scalar) {
+    const Isa isa = isa_best();
     for (const auto& [t, tag] : {std::pair{DType::Q4_0, "Q4_0x16"}, std::pair{DType::Q4_K, "Q4_Kx16"},
                                  std::pair{DType::IQ4_XS, "IQ4_XSx16"}, std::pair{DType::Q5_K, "Q5_Kx16"}}) {
       const Layout layout = t == DType::Q4_0 ? Layout::Q4_0x16 : Layout::Kx16;
+      if (!layout_has_kernel(layout, isa)) continue;
       for (const Shape& s : shapes) {
         const bool head = s.rows > 100000;
         if (t != DType::Q4_0 && s.cols % 256 != 0) continue;
@@ -308,14 +311,15 @@ void register_all() {
           for (int64_t n : {1, 8, 32}) {
             if (n > 1 && head) continue;
             const std::string name = std::string(tag) + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
-                                     "/n" + std::to_string(n) + "/avx512" + (cold ? "/cold" : "/hot");
-            benchmark::RegisterBenchmark(name.c_str(), bm_matmul, t, s.rows, s.cols, n, Isa::Avx512, cold, layout)
+                                     "/n" + std::to_string(n) + "/" + std::string(isa_name(isa)) + (cold ? "/cold" : "/hot");
+            benchmark::RegisterBenchmark(name.c_str(), bm_matmul, t, s.rows, s.cols, n, isa, cold, layout)
                 ->Unit(benchmark::kMicrosecond)
                 ->UseRealTime();
           }
         }
-        const std::string name = "paired/" + std::string(tag) + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/avx512";
-        benchmark::RegisterBenchmark(name.c_str(), bm_paired, t, s.rows, s.cols, Isa::Avx512, layout)->Unit(benchmark::kMicrosecond);
+        const std::string name = "paired/" + std::string(tag) + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/" +
+                                 std::string(isa_name(isa));
+        benchmark::RegisterBenchmark(name.c_str(), bm_paired, t, s.rows, s.cols, isa, layout)->Unit(benchmark::kMicrosecond);
       }
     }
   }

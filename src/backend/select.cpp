@@ -24,15 +24,18 @@ bool placement_flags(const ExecutorOptions& o) {
 
 // The weights in private memory (--no-mmap) rewritten for the CPU's Q4_0 / Q4_K / IQ4_XS / Q5_K
 // kernels: in place, once, before any executor reads them (the engine's model has no other
-// reader). A mapped file is left as it is, and so are the weights of a CPU without the layouts'
-// AVX-512 kernels (the other paths would unpack each tile: slower than the file's layout).
+// reader). A mapped file is left as it is, and so are the layouts the CPU has no kernel for (an
+// AVX2 CPU reads Q4_0x16 only; the other paths would unpack each tile: slower than the file's
+// layout).
 void repack_for_cpu(model::Model& model, const ExecutorOptions& opts) {
-  if (!opts.repack || model.file().mapped() || kernels::isa_active() != kernels::Isa::Avx512) return;
+  const kernels::Isa isa = kernels::isa_active();
+  if (!opts.repack || model.file().mapped() || isa == kernels::Isa::Scalar) return;
   ThreadPool pool(opts.n_threads > 0 ? opts.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  const model::RepackReport r = model.repack(pool, opts.on_repack);
+  const model::RepackReport r = model.repack(pool, opts.on_repack, isa);
   if (r.matrices > 0)
-    std::fprintf(stderr, "repacked %d Q4_0 / Q4_K / IQ4_XS / Q5_K tensors (%.2f GiB) in place for the AVX-512 kernels in %.2f s (--no-repack: the file's layout)\n",
-                 r.matrices, static_cast<double>(r.bytes) / (1u << 30), r.seconds);
+    std::fprintf(stderr, "repacked %d %s tensors (%.2f GiB) in place for the %s kernels in %.2f s (--no-repack: the file's layout)\n",
+                 r.matrices, isa == kernels::Isa::Avx512 ? "Q4_0 / Q4_K / IQ4_XS / Q5_K" : "Q4_0", static_cast<double>(r.bytes) / (1u << 30),
+                 isa == kernels::Isa::Avx512 ? "AVX-512" : "AVX2", r.seconds);
 }
 
 std::unique_ptr<Executor> make_cpu(model::Model& model, const ExecutorOptions& opts) {

@@ -242,7 +242,7 @@ void run_unpacked(const MatmulCall& c, void (*kernel)(const MatmulCall&)) {
 
 void run(const MatmulCall& c) {
   const Isa isa = isa_active();
-  if (c.w->layout != Layout::RowMajor && isa != Isa::Avx512)
+  if (c.w->layout != Layout::RowMajor && !layout_has_kernel(c.w->layout, isa))
     return run_unpacked(c, isa == Isa::Avx2 ? detail::matmul_avx2 : matmul_scalar);
   switch (isa) {
     case Isa::Avx512: detail::matmul_avx512(c); break;

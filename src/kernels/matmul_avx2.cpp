@@ -4,7 +4,8 @@
 // 8-lane fp32 accumulator per output element, a fixed final reduction, so every output element
 // gets the same instruction sequence whatever the tile shape (batch invariance).
 //
-// Quantised weights use the plain ggml layouts, one block (32 values) per step:
+// Quantised weights use the plain ggml layouts, one block (32 values) per step (Q4_0 matrices of a
+// multiple of 8 rows, in the file's layout or as Q4_0x16 tiles: run_q4_0_blocks below):
 //   Q4_0: nibbles q (unsigned) x activation bytes with maddubs, minus 8 * sum(a);
 //   Q8_0: |a| x sign(w, a) with maddubs (ggml's sign trick; weights never hold -128).
 // then, per block, acc = fma(float(int32 lanes), d_w * d_a, acc) as ggml's x86 vec_dot does.
@@ -220,6 +221,158 @@ void run_type(const MatmulCall& c) {
   }
 }
 
+// Q4_0 matrices of a multiple of 8 rows, in llama.cpp's blocks order (matmul_internal.h), the
+// AVX-512 kernel's arithmetic on 8 rows at a time, one row per 32-bit lane: per block, vector m
+// (0..3) holds qs bytes 4m..4m+3 of each row; its low nibbles (values 4m..) times the activation's
+// bytes 4m..4m+3 and its high nibbles (values 16 + 4m..) times bytes 16 + 4m.., broadcast, with
+// maddubs; the eight int16 results are added (|sum| <= 8 x 2 x 15 x 127 = 30480: exact), widened
+// and started from -8 x the activation block's byte sum (ActRows::q4_bias): the exact int32 block
+// sum. Then acc = fma(float(sum), d_w x d_a, acc), block after block: the bits of
+// q4_0_dot_blocks_ref and of the AVX-512 path. Against the lanes kernel above (per row and block:
+// a broadcast, a shift, the scale, and per activation row six operations for 32 products) this
+// is ~20 operations per activation row for 256 products, plus the 8 rows' unpacking.
+typedef int32_t unaligned_i32 __attribute__((aligned(1), may_alias));
+
+template <int NA>
+CLOVER_INLINE void q4_0_column8(__m256 (&acc)[NA], const __m256i (&z)[4], __m256 dw, const BlockQ8_0* const* a,
+                                const int32_t* const* nbias, const float* const* ad, int64_t b) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
+  __m256i wm[8];
+  CLOVER_UNROLL
+  for (int g = 0; g < 4; ++g) {
+    wm[g] = _mm256_and_si256(z[g], m4);
+    wm[g + 4] = _mm256_and_si256(_mm256_srli_epi16(z[g], 4), m4);
+  }
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) {
+    const auto* aq = reinterpret_cast<const unaligned_i32*>(a[r][b].qs);
+    __m256i p0 = _mm256_maddubs_epi16(wm[0], _mm256_set1_epi32(aq[0]));
+    __m256i p1 = _mm256_maddubs_epi16(wm[1], _mm256_set1_epi32(aq[1]));
+    CLOVER_UNROLL
+    for (int m = 2; m < 8; m += 2) {
+      p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(wm[m], _mm256_set1_epi32(aq[m])));
+      p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(wm[m + 1], _mm256_set1_epi32(aq[m + 1])));
+    }
+    const __m256i sum = _mm256_add_epi32(_mm256_set1_epi32(nbias[r][b]), _mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones16));
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(ad[r][b])), acc[r]);
+  }
+}
+
+// Two 16-byte loads in one register: p in the low half, q in the high half.
+CLOVER_INLINE __m256i load_pair(const uint8_t* p, const uint8_t* q) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), 1);
+}
+
+// 8 row-major rows (row, row + stride, ..): each block column transposed in registers. Rows j and
+// j + 4 share a register; dword unpacks then qword unpacks put qs dword m of row j in lane j of
+// z[m], and word unpacks the 8 scales in order.
+template <int NA>
+void tile_q4_0_rows8(const uint8_t* row, size_t stride, const BlockQ8_0* const* a, const int32_t* const* nbias,
+                     const float* const* ad, int64_t nb, float* const* out, const uint8_t* pf) {
+  __m256 acc[NA];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps();
+  const uint8_t* rj[8];
+  for (int j = 0; j < 8; ++j) rj[j] = row + j * stride;
+  for (int64_t b = 0; b < nb; ++b, pf += 8 * sizeof(BlockQ4_0)) {
+    prefetch_span<8 * sizeof(BlockQ4_0), Hint::L1>(pf);
+    const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_0);
+    __m256i y[4], h[4];
+    CLOVER_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      y[j] = load_pair(rj[j] + off + 2, rj[j + 4] + off + 2);  // qs
+      h[j] = load_pair(rj[j] + off, rj[j + 4] + off);          // d in the first word
+    }
+    const __m256i a01 = _mm256_unpacklo_epi32(y[0], y[1]), b01 = _mm256_unpackhi_epi32(y[0], y[1]);
+    const __m256i a23 = _mm256_unpacklo_epi32(y[2], y[3]), b23 = _mm256_unpackhi_epi32(y[2], y[3]);
+    const __m256i z[4] = {_mm256_unpacklo_epi64(a01, a23), _mm256_unpackhi_epi64(a01, a23),
+                          _mm256_unpacklo_epi64(b01, b23), _mm256_unpackhi_epi64(b01, b23)};
+    // Words 0-3 of each half: d of rows 0-3 (low), 4-7 (high); qwords 0 and 2 joined.
+    const __m256i d = _mm256_unpacklo_epi32(_mm256_unpacklo_epi16(h[0], h[1]), _mm256_unpacklo_epi16(h[2], h[3]));
+    const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(d, 0x08)));
+    q4_0_column8<NA>(acc, z, dw, a, nbias, ad, b);
+  }
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) _mm256_storeu_ps(out[r], acc[r]);
+}
+
+// Rows 8h..8h + 7 of a Q4_0x16 tile (repack.h): per block column, their 8 scales are 16 bytes and
+// their values four 32-byte loads, the vectors tile_q4_0_rows8 builds.
+template <int NA>
+void tile_q4_0_x16_half(const uint8_t* tile, int half, const BlockQ8_0* const* a, const int32_t* const* nbias,
+                        const float* const* ad, int64_t nb, float* const* out, const uint8_t* pf) {
+  const uint8_t* qs = tile + static_cast<size_t>(nb) * 32 + half * 32;
+  const uint8_t* sc = tile + half * 16;
+  __m256 acc[NA];
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, pf += 8 * sizeof(BlockQ4_0)) {
+    prefetch_span<8 * sizeof(BlockQ4_0), Hint::L1>(pf);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + b * 32)));
+    const uint8_t* q = qs + b * 256;
+    const __m256i z[4] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64)),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 128)),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 192))};
+    q4_0_column8<NA>(acc, z, dw, a, nbias, ad, b);
+  }
+  CLOVER_UNROLL
+  for (int r = 0; r < NA; ++r) _mm256_storeu_ps(out[r], acc[r]);
+}
+
+template <int NA>
+void q4_0_tile8(const uint8_t* tile, int half, const uint8_t* row, size_t stride, const BlockQ8_0* const* a,
+                const int32_t* const* nbias, const float* const* ad, int64_t nb, float* const* out, const uint8_t* pf) {
+  if (tile) tile_q4_0_x16_half<NA>(tile, half, a, nbias, ad, nb, out, pf);
+  else tile_q4_0_rows8<NA>(row, stride, a, nbias, ad, nb, out, pf);
+}
+
+void run_q4_0_blocks(const MatmulCall& c) {
+  constexpr int kNA8 = 4;  // activation rows per pass: 4 accumulators beside the 8 unpacked vectors
+  const auto* wbase = static_cast<const uint8_t*>(c.w->data);
+  const int64_t nb = c.w->cols / kQK;
+  const size_t stride = c.w->row_stride;
+  const bool packed = c.w->layout == Layout::Q4_0x16;
+  const int64_t panel = panel_rows(static_cast<size_t>(nb) * sizeof(BlockQ8_0), kNA8);
+  for (int64_t p0 = 0; p0 < c.n; p0 += panel) {
+    const int64_t p1 = std::min(c.n, p0 + panel);
+    // Groups of 8 rows from a multiple of 8 (the matrix has whole groups); rows outside
+    // [o_begin, o_end) are computed into scratch and dropped.
+    for (int64_t o = c.o_begin / 8 * 8; o < c.o_end; o += 8) {
+      const uint8_t* row = wbase + static_cast<size_t>(o) * stride;
+      const uint8_t* tile = packed ? wbase + static_cast<size_t>(o / 16 * 16) * stride : nullptr;
+      const int half = static_cast<int>(o % 16 / 8);
+      const uint8_t* pf = c.tile_prefetch(o, 8, kPrefetchLead);
+      const bool whole = o >= c.o_begin && o + 8 <= c.o_end;
+      for (int64_t i0 = p0; i0 < p1; i0 += kNA8) {
+        const int na = static_cast<int>(std::min<int64_t>(kNA8, p1 - i0));
+        const BlockQ8_0* a[kNA8];
+        const int32_t* nbias[kNA8];
+        const float* ad[kNA8];
+        float* out[kNA8];
+        alignas(32) float tmp[kNA8][8];
+        for (int r = 0; r < na; ++r) {
+          const int64_t idx = c.act_index(i0 + r);
+          a[r] = static_cast<const BlockQ8_0*>(c.acts->row(idx));
+          nbias[r] = c.acts->q4_bias(idx);
+          ad[r] = c.acts->scales(idx);
+          out[r] = whole ? c.y + (i0 + r) * c.ldy + o : tmp[r];
+        }
+        switch (na) {
+          case 4: q4_0_tile8<4>(tile, half, row, stride, a, nbias, ad, nb, out, pf); break;
+          case 3: q4_0_tile8<3>(tile, half, row, stride, a, nbias, ad, nb, out, pf); break;
+          case 2: q4_0_tile8<2>(tile, half, row, stride, a, nbias, ad, nb, out, pf); break;
+          default: q4_0_tile8<1>(tile, half, row, stride, a, nbias, ad, nb, out, pf); break;
+        }
+        if (!whole)
+          for (int r = 0; r < na; ++r)
+            for (int64_t i = std::max(o, c.o_begin); i < std::min(o + 8, c.o_end); ++i) c.y[(i0 + r) * c.ldy + i] = tmp[r][i - o];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void convert_f16_f16c(const float* x, int64_t n, uint16_t* dst) {
@@ -256,7 +409,10 @@ void matmul_avx2(const MatmulCall& c) {
     case DType::F32: run_type<DType::F32>(c); break;
     case DType::F16: run_type<DType::F16>(c); break;
     case DType::BF16: run_type<DType::BF16>(c); break;
-    case DType::Q4_0: run_type<DType::Q4_0>(c); break;
+    case DType::Q4_0:
+      if (q4_0_blocks_order(c.w->rows)) run_q4_0_blocks(c);  // llama.cpp's order for these (and the only one for Q4_0x16)
+      else run_type<DType::Q4_0>(c);
+      break;
     case DType::Q8_0: run_type<DType::Q8_0>(c); break;
     default: break;
   }

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -41,6 +42,19 @@ CLOVER_INLINE float hsum8(__m256 v) {
   return _mm_cvtss_f32(r);
 }
 
+// Byte shuffles that broadcast int16 word 2g of a 128-bit half to the low half and word 2g + 1 to
+// the high half (q6_k_rows' scales).
+constexpr std::array<uint8_t, 32> q6_scale_words(int g) {
+  std::array<uint8_t, 32> idx{};
+  for (int i = 0; i < 16; ++i) {
+    idx[i] = static_cast<uint8_t>(4 * g + i % 2);
+    idx[16 + i] = static_cast<uint8_t>(4 * g + 2 + i % 2);
+  }
+  return idx;
+}
+alignas(32) constexpr std::array<std::array<uint8_t, 32>, 4> kQ6ScaleWords = {q6_scale_words(0), q6_scale_words(1),
+                                                                              q6_scale_words(2), q6_scale_words(3)};
+
 // Q6_K against NA activation rows: out[r] = q6_k_dot_lanes8_ref(w, a[r], nb).
 template <int NA>
 void q6_k_rows(const BlockQ6_K* w, const BlockQ8_K* const* a, int64_t nb, float* const* out, int64_t o) {
@@ -65,11 +79,15 @@ void q6_k_rows(const BlockQ6_K* w, const BlockQ8_K* const* a, int64_t nb, float*
       q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                      _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
     }
-    CLOVER_UNROLL
-    for (int g = 0; g < 8; ++g)
-      sc[g] = _mm256_setr_m128i(_mm_set1_epi16(x.scales[2 * g]), _mm_set1_epi16(x.scales[2 * g + 1]));
     // Lane l of the offset term: scales 2l, 2l + 1 times the activation sums of their 16 values.
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
+    // sc[g]: scale 2g in the low 8 lanes, 2g + 1 in the high 8, by one byte shuffle of scales
+    // 0..7 (g < 4) or 8..15 in both halves (a set1 per half costs ~5 operations).
+    const __m256i sc_lo = _mm256_permute2x128_si256(sc16, sc16, 0x00), sc_hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+    CLOVER_UNROLL
+    for (int g = 0; g < 8; ++g)
+      sc[g] = _mm256_shuffle_epi8(g < 4 ? sc_lo : sc_hi,
+                                  _mm256_load_si256(reinterpret_cast<const __m256i*>(kQ6ScaleWords[g % 4].data())));
     const float dw = fp16_to_fp32(x.d);
     CLOVER_UNROLL
     for (int r = 0; r < NA; ++r) {

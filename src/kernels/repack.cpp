@@ -79,6 +79,15 @@ Layout repack_layout(const MatRef& m) {
   return ok ? to : Layout::RowMajor;
 }
 
+bool layout_has_kernel(Layout l, Isa isa) {
+  return l == Layout::RowMajor || isa == Isa::Avx512 || (isa == Isa::Avx2 && l == Layout::Q4_0x16);
+}
+
+Layout repack_layout(const MatRef& m, Isa isa) {
+  const Layout to = repack_layout(m);
+  return layout_has_kernel(to, isa) ? to : Layout::RowMajor;
+}
+
 void repack_tiles(const MatRef& m, void* dst, int64_t tile_begin, int64_t tile_end) {
   const Layout to = repack_layout(m);
   if (to == Layout::RowMajor)

@@ -4,7 +4,8 @@
 // matrix can be repacked in place, one tile at a time. The values and their sums are the file's:
 // the kernels' results are bit for bit those of the row-major matrix.
 //
-// Q4_0x16, for the AVX-512 Q4_0 kernel (matmul_avx512.cpp). That kernel computes 16 output rows
+// Q4_0x16, for the AVX-512 Q4_0 kernel (matmul_avx512.cpp; the AVX2 one reads each tile as two
+// halves of 8 rows, the first and last 16 bytes of each scale column and 32-byte vectors). That kernel computes 16 output rows
 // at once with one row per 32-bit lane: for each block column it wants the 16 rows' scales as one
 // 16-lane vector and, for m = 0..3, the 16 rows' qs bytes 4m..4m+3 as one 64-byte vector. From the
 // file's row-major blocks it gathers them with masked loads, byte permutes and a 128-bit
@@ -40,6 +41,15 @@ constexpr int kTileRows = 16;  // rows of a Q4_0x16 or Kx16 tile
 // The tile layout m can be repacked into: Q4_0x16 for Q4_0, Kx16 for Q4_K, IQ4_XS and Q5_K, when m is
 // row-major with contiguous rows, a multiple of 16 of them; RowMajor when it cannot be.
 Layout repack_layout(const MatRef& m);
+
+// Whether isa's kernels read layout l as it is (the others unpack each tile to rows first: slower
+// than the file's layout): every layout on AVX-512, Q4_0x16 on AVX2 (matmul_avx2.cpp), row-major
+// on all.
+bool layout_has_kernel(Layout l, Isa isa);
+
+// repack_layout(m) where isa has a kernel for it, RowMajor elsewhere: what a load for that CPU
+// rewrites m into.
+Layout repack_layout(const MatRef& m, Isa isa);
 
 // Writes m (repack_layout(m) != RowMajor) in its tile layout to dst, which holds rows * row_stride
 // bytes and may be m.data itself (in place). Returns m with data = dst and the new layout.

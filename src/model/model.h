@@ -59,8 +59,10 @@ class Model {
   // weights(): every reader handles it (each ISA's kernels; the scalar twin) and the products keep
   // their bits. Only for weights read into memory (--no-mmap): a mapped file is never written,
   // and nothing is repacked. `progress` gets bytes done of the bytes to repack. Call it before
-  // any executor reads the weights.
-  RepackReport repack(ThreadPool& pool, const std::function<void(uint64_t done, uint64_t total)>& progress = {});
+  // any executor reads the weights. Only the layouts `isa`'s kernels read are written (AVX-512:
+  // all; AVX2: Q4_0x16; kernels::repack_layout(m, isa)).
+  RepackReport repack(ThreadPool& pool, const std::function<void(uint64_t done, uint64_t total)>& progress = {},
+                      kernels::Isa isa = kernels::Isa::Avx512);
   const RepackReport& repacked() const { return repacked_; }
 
  private:

@@ -1,4 +1,4 @@
-// Model::repack: the Q4_0, Q4_K, IQ4_XS and Q5_K matrices rewritten in place in the AVX-512 kernels' layouts.
+// Model::repack: the Q4_0, Q4_K, IQ4_XS and Q5_K matrices rewritten in place in the SIMD kernels' layouts.
 #include <chrono>
 
 #include "kernels/repack.h"
@@ -7,7 +7,7 @@
 
 namespace clover::model {
 
-RepackReport Model::repack(ThreadPool& pool, const std::function<void(uint64_t, uint64_t)>& progress) {
+RepackReport Model::repack(ThreadPool& pool, const std::function<void(uint64_t, uint64_t)>& progress, kernels::Isa isa) {
   RepackReport report;
   if (file_->mapped()) return report;
   const auto t0 = std::chrono::steady_clock::now();
@@ -20,13 +20,14 @@ RepackReport Model::repack(ThreadPool& pool, const std::function<void(uint64_t, 
   };
   std::vector<Job> jobs;
   auto add = [&](MatRef& m) {
-    if (kernels::repack_layout(m) != kernels::Layout::RowMajor) jobs.push_back({&m, m});
+    if (kernels::repack_layout(m, isa) != kernels::Layout::RowMajor) jobs.push_back({&m, m});
   };
   auto add_experts = [&](ExpertsRef& e) {
     MatRef whole = e.first;
     whole.rows = e.first.rows * hp_.n_expert;
     if (e.expert_stride == e.first.row_stride * static_cast<size_t>(e.first.rows) &&
-        kernels::repack_layout(e.first) != kernels::Layout::RowMajor && kernels::repack_layout(whole) != kernels::Layout::RowMajor)
+        kernels::repack_layout(e.first, isa) != kernels::Layout::RowMajor &&
+        kernels::repack_layout(whole, isa) != kernels::Layout::RowMajor)
       jobs.push_back({&e.first, whole});
   };
   for (LayerWeights& L : w_.layers) {

@@ -205,26 +205,38 @@ TEST(GgmlOracle, QuantisedDotsMatchWithinFloatOrder) {
 }
 
 // Q4_0 matrices with a multiple of 8 rows follow llama.cpp's repacked order (one exact block sum
-// per output): the AVX-512 kernel gives the scalar twin's bits, and the twin stays within float
-// order of ggml's plain vec_dot (the model oracle test checks the repacked order against llama.cpp).
+// per output): the AVX-512 and AVX2 kernels give the scalar twin's bits, and the twin stays within
+// float order of ggml's plain vec_dot (the model oracle test checks the repacked order against
+// llama.cpp). Activation rows of extreme bytes (+-127 everywhere) bound the AVX2 kernel's int16 sums.
 TEST(GgmlOracle, Q4_0BlockOrderMatchesItsTwin) {
   REQUIRE_GGML();
-  if (isa_best() != Isa::Avx512) GTEST_SKIP() << "the block order's SIMD path is AVX-512";
+  if (isa_best() == Isa::Scalar) GTEST_SKIP() << "the block order's SIMD paths are AVX2 and AVX-512";
   std::mt19937 rng(4);
-  const int64_t rows = 40, cols = 2048 + 96;
+  const int64_t rows = 40, cols = 2048 + 96, n = 6;
   const TestMatrix m = random_matrix(DType::Q4_0, rows, cols, rng);
-  const ActRows a = random_acts(DType::Q8_0, 3, cols, rng);
-  std::vector<float> y(static_cast<size_t>(3 * rows));
-  for (auto [b, e] : {std::pair<int64_t, int64_t>{0, rows}, {3, 21}, {24, 40}}) matmul(m.ref(), a, y.data(), rows, b, e);
-  for (int64_t r = 0; r < 3; ++r)
-    for (int64_t o = 0; o < rows; ++o) {
-      const auto* wr = static_cast<const BlockQ4_0*>(m.row(o));
-      const auto* ar = static_cast<const BlockQ8_0*>(a.row(r));
-      EXPECT_EQ(y[r * rows + o], detail::q4_0_dot_blocks_ref(wr, ar, cols / 32)) << "row " << o << " act " << r;
-      float want = 0;
-      ggml().dot_q4_0(static_cast<int>(cols), &want, 0, wr, 0, ar, 0, 1);
-      EXPECT_NEAR(y[r * rows + o], want, 2e-5f * (1.0f + std::fabs(want)));
-    }
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : x) v = nd(rng);
+  for (int64_t k = 0; k < cols; ++k) x[4 * cols + k] = 1.0f, x[5 * cols + k] = k % 2 ? -3.0f : 3.0f;
+  ActRows a;
+  a.convert(x.data(), n, cols, cols, DType::Q8_0);
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (static_cast<int>(isa) > static_cast<int>(isa_best())) continue;
+    isa_force(isa);
+    std::vector<float> y(static_cast<size_t>(n * rows), -1.0f);
+    for (auto [b, e] : {std::pair<int64_t, int64_t>{0, rows}, {3, 21}, {24, 37}}) matmul(m.ref(), a, y.data(), rows, b, e);
+    isa_force(isa_best());
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t o = 0; o < rows; ++o) {
+        const auto* wr = static_cast<const BlockQ4_0*>(m.row(o));
+        const auto* ar = static_cast<const BlockQ8_0*>(a.row(r));
+        EXPECT_EQ(y[r * rows + o], detail::q4_0_dot_blocks_ref(wr, ar, cols / 32))
+            << isa_name(isa) << " row " << o << " act " << r;
+        float want = 0;
+        ggml().dot_q4_0(static_cast<int>(cols), &want, 0, wr, 0, ar, 0, 1);
+        EXPECT_NEAR(y[r * rows + o], want, 2e-5f * (1.0f + std::fabs(want)));
+      }
+  }
 }
 
 // Values for the element-wise math: ordinary ones, large and tiny magnitudes (exp over- and
