@@ -58,7 +58,7 @@ alignas(32) constexpr std::array<std::array<uint8_t, 32>, 4> kQ6ScaleWords = {q6
 // Q6_K against NA activation rows: out[r] = q6_k_dot_lanes8_ref(w, a[r], nb).
 template <int NA>
 void q6_k_rows(const BlockQ6_K* w, const BlockQ8_K* const* a, int64_t nb, float* const* out, int64_t o) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[NA];
   CLOVER_UNROLL
   for (int r = 0; r < NA; ++r) acc[r] = _mm256_setzero_ps();
@@ -72,12 +72,13 @@ void q6_k_rows(const BlockQ6_K* w, const BlockQ8_K* const* a, int64_t nb, float*
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h + 32));
       const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h));
-      q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-      q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-      q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+      // High bits 2k, 2k + 1 of each qh byte moved to bits 4, 5 by one shift and one mask (16-bit
+      // shifts: what crosses a byte boundary lands outside the mask).
+      q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+      q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+      q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
       q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+                                     _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
     }
     // Lane l of the offset term: scales 2l, 2l + 1 times the activation sums of their 16 values.
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
@@ -88,7 +89,7 @@ void q6_k_rows(const BlockQ6_K* w, const BlockQ8_K* const* a, int64_t nb, float*
     for (int g = 0; g < 8; ++g)
       sc[g] = _mm256_shuffle_epi8(g < 4 ? sc_lo : sc_hi,
                                   _mm256_load_si256(reinterpret_cast<const __m256i*>(kQ6ScaleWords[g % 4].data())));
-    const float dw = fp16_to_fp32(x.d);
+    const float dw = fp16_to_fp32_f16c(x.d);
     CLOVER_UNROLL
     for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];
@@ -135,7 +136,7 @@ void q5_k_rows(const BlockQ5_K* w, const BlockQ8_K* const* a, int64_t nb, float*
       q[g] = _mm256_or_si256(q[g], _mm256_slli_epi16(h, 4));
       s16[g] = _mm256_set1_epi16(static_cast<short>(sc[g]));
     }
-    const float dw = fp16_to_fp32(x.d), dminw = fp16_to_fp32(x.dmin);
+    const float dw = fp16_to_fp32_f16c(x.d), dminw = fp16_to_fp32_f16c(x.dmin);
     CLOVER_UNROLL
     for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];
@@ -178,7 +179,7 @@ void iq4_xs_rows(const BlockIQ4_XS* w, const BlockQ8_K* const* a, int64_t nb, bo
       q[g] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), m4));
       s16[g] = _mm256_set1_epi16(static_cast<short>(iq4_xs_scale(x, g)));
     }
-    const float dw = fp16_to_fp32(x.d);
+    const float dw = fp16_to_fp32_f16c(x.d);
     CLOVER_UNROLL
     for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];
@@ -223,7 +224,7 @@ void q4_k_blocks_rows(const BlockQ4_K* w, const BlockQ8_K* const* a, int64_t nb,
       slo[c] = _mm256_set1_epi16(static_cast<short>((sc >> (16 * c)) & 0xff));
       shi[c] = _mm256_set1_epi16(static_cast<short>((sc >> (16 * c + 8)) & 0xff));
     }
-    const float d = fp16_to_fp32(x.d), dmin = fp16_to_fp32(x.dmin);
+    const float d = fp16_to_fp32_f16c(x.d), dmin = fp16_to_fp32_f16c(x.dmin);
     CLOVER_UNROLL
     for (int r = 0; r < NA; ++r) {
       const BlockQ8_K& y = a[r][b];

@@ -57,7 +57,7 @@ void q2_k_row_avx2(const BlockQ2_K* w, const BlockQ8_K* const* a, int na, int64_
     for (int g = 0; g < 8; ++g) sc[g] = scale_pair(x.scales[2 * g] & 0x0f, x.scales[2 * g + 1] & 0x0f);
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales));
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
-    const float dw = fp16_to_fp32(x.d), dminw = fp16_to_fp32(x.dmin);
+    const float dw = fp16_to_fp32_f16c(x.d), dminw = fp16_to_fp32_f16c(x.dmin);
     for (int r = 0; r < na; ++r) {
       const BlockQ8_K& y = a[r][b];
       const __m256i mprod = _mm256_madd_epi16(mins, load256(y.bsums));  // lane l: sub-blocks 2l, 2l + 1
@@ -107,7 +107,7 @@ void q3_k_row_avx2(const BlockQ3_K* w, const BlockQ8_K* const* a, int na, int64_
       }
     }
     for (int g = 0; g < 8; ++g) sc[g] = scale_pair(q3_k_scale(x, 2 * g), q3_k_scale(x, 2 * g + 1));
-    const float dw = fp16_to_fp32(x.d);
+    const float dw = fp16_to_fp32_f16c(x.d);
     for (int r = 0; r < na; ++r) {
       const BlockQ8_K& y = a[r][b];
       __m256i sumi = _mm256_setzero_si256();

@@ -62,14 +62,14 @@ void row(const uint8_t* wrow, const uint8_t* const* a, int na, int64_t nb, float
     const Block& x = w[b];
     __m256i q = unpack_nibbles(x.qs);
     if constexpr (T != DType::Q4_1) q = _mm256_or_si256(q, unpack_high_bits(x.qh));
-    const float dw = fp16_to_fp32(x.d);
+    const float dw = fp16_to_fp32_f16c(x.d);
     for (int r = 0; r < na; ++r) {
       const Act& y = reinterpret_cast<const Act*>(a[r])[b];
       const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs));
       __m256i lane = _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), ones16);
       if constexpr (T == DType::Q5_0) lane = _mm256_sub_epi32(lane, _mm256_madd_epi16(_mm256_maddubs_epi16(sixteen, av), ones16));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * fp16_to_fp32(y.d)), _mm256_cvtepi32_ps(lane), acc[r]);
-      if constexpr (T != DType::Q5_0) summs[r] = std::fma(fp16_to_fp32(x.m), fp16_to_fp32(y.s), summs[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * fp16_to_fp32_f16c(y.d)), _mm256_cvtepi32_ps(lane), acc[r]);
+      if constexpr (T != DType::Q5_0) summs[r] = std::fma(fp16_to_fp32_f16c(x.m), fp16_to_fp32_f16c(y.s), summs[r]);
     }
   }
   for (int r = 0; r < na; ++r) out[r][o] = hsum8(acc[r]) + summs[r];
@@ -97,7 +97,7 @@ void iq4_nl_row(const uint8_t* wrow, const uint8_t* const* a, int na, int64_t nb
   for (int64_t b = 0; b < nb; ++b) {
     const __m256i q = _mm256_shuffle_epi8(lut, unpack_nibbles(w[b].qs));
     const __m256i qa = _mm256_sign_epi8(q, q);
-    const float dw = fp16_to_fp32(w[b].d);
+    const float dw = fp16_to_fp32_f16c(w[b].d);
     const bool scalar_step = blocks || (!single && b % 2 == 0 && b + 1 == nb);
     const int set = single ? 0 : static_cast<int>(b % 2);
     for (int r = 0; r < na; ++r) {
@@ -105,13 +105,13 @@ void iq4_nl_row(const uint8_t* wrow, const uint8_t* const* a, int na, int64_t nb
       const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs));
       const __m256i lane = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(av, q)), ones16);
       if (blocks) {
-        accs[r] = std::fma(static_cast<float>(hsum_i32(lane)), dw * fp16_to_fp32(y.d), accs[r]);
+        accs[r] = std::fma(static_cast<float>(hsum_i32(lane)), dw * fp16_to_fp32_f16c(y.d), accs[r]);
       } else if (!scalar_step) {
-        acc[set][r] = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(y.d) * dw), _mm256_cvtepi32_ps(lane), acc[set][r]);
+        acc[set][r] = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32_f16c(y.d) * dw), _mm256_cvtepi32_ps(lane), acc[set][r]);
       } else {
         // After the pairs: hsum first, then the leftover block (it is the last one).
         const float s = hsum8(_mm256_add_ps(acc[0][r], acc[1][r]));
-        accs[r] = std::fma(fp16_to_fp32(y.d) * dw, static_cast<float>(hsum_i32(lane)), s);
+        accs[r] = std::fma(fp16_to_fp32_f16c(y.d) * dw, static_cast<float>(hsum_i32(lane)), s);
       }
     }
   }
